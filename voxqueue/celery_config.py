@@ -1,0 +1,104 @@
+"""The Celery configuration shared by workers and clients: queues, routes, JSON only.
+
+Task names are the contract between the client and the workers; neither imports the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kombu import Exchange, Queue
+
+from voxqueue.settings import QUEUES, Settings
+
+# Task names, by queue.
+STT_TRANSCRIBE = "voxqueue.stt.transcribe"
+AGENT_STEP = "voxqueue.agent.step"
+AGENT_RESUME = "voxqueue.agent.resume"
+AGENT_CHORD_FAILED = "voxqueue.agent.chord_failed"
+TOOLS_RUN = "voxqueue.tools.run"
+TTS_SPEAK = "voxqueue.tts.speak"
+MONITOR_SWEEP = "voxqueue.monitor.sweep_turns"
+
+#: Hard time limit per queue, in seconds (enforced by the prefork pool; client timeouts
+#: inside the providers bound the thread pool). All stay well under the visibility timeout.
+TIME_LIMITS: dict[str, int] = {"stt": 120, "agent": 180, "tools": 90, "tts": 180, "monitor": 60}
+
+
+def queue_of(task_name: str) -> str:
+    """The queue a task runs on: the second part of its dotted name."""
+    parts = task_name.split(".")
+    if len(parts) < 3 or parts[0] != "voxqueue" or parts[1] not in QUEUES:
+        raise ValueError(f"not a voxqueue task name: {task_name!r}")
+    return parts[1]
+
+
+def route_task(name: str, args: Any, kwargs: Any, options: Any, task: Any = None,
+               **kw: Any) -> dict[str, str] | None:
+    """Celery router: every ``voxqueue.<queue>.*`` task goes to ``<queue>``."""
+    try:
+        return {"queue": queue_of(name)}
+    except ValueError:
+        return None
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    """Settings that give at-least-once delivery on Redis without pickle."""
+    transport = {
+        "visibility_timeout": settings.visibility_timeout,
+        "socket_timeout": 10,
+        "socket_connect_timeout": 5,
+        "socket_keepalive": True,
+        "health_check_interval": 25,
+        "retry_on_timeout": True,
+        "unacked_restore_interval": 5,
+        "unacked_restore_throttle": 1,
+    }
+    exchange = Exchange("voxqueue", type="direct")
+    return {
+        "broker_url": settings.redis_url,
+        "result_backend": settings.redis_url,
+        "broker_transport_options": transport,
+        "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout},
+        "visibility_timeout": settings.visibility_timeout,
+        # JSON only: a pickled message is refused, never run.
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "result_accept_content": ["json"],
+        "event_serializer": "json",
+        # At-least-once: ack after the task ran, requeue when the worker dies.
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_acks_on_failure_or_timeout": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_deduplicate_successful_tasks": True,
+        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        "worker_soft_shutdown_timeout": 10.0,
+        "worker_enable_soft_shutdown_on_idle": True,
+        "worker_eta_task_limit": 100,
+        "worker_hijack_root_logger": False,
+        "broker_connection_retry_on_startup": True,
+        "broker_connection_max_retries": None,
+        "broker_channel_error_retry": True,
+        "result_backend_always_retry": True,
+        "result_backend_max_retries": 10,
+        "result_expires": max(3600, settings.turn_ttl_s),
+        "task_publish_retry": True,
+        "task_publish_retry_policy": {
+            "max_retries": 5, "interval_start": 0.05, "interval_step": 0.2, "interval_max": 1.0},
+        # Explicit queues: a slow queue never blocks another.
+        "task_queues": [Queue(q, exchange, routing_key=q) for q in QUEUES],
+        "task_default_queue": "agent",
+        "task_default_exchange": "voxqueue",
+        "task_default_routing_key": "agent",
+        "task_create_missing_queues": False,
+        "task_routes": (route_task,),
+        # Events for Flower; start times come from our own events.
+        "worker_send_task_events": True,
+        "task_send_sent_event": True,
+        "task_track_started": False,
+        "task_ignore_result": True,
+        "timezone": "UTC",
+        "enable_utc": True,
+    }

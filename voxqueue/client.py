@@ -1,0 +1,213 @@
+"""The programmatic API: enqueue a turn (text or audio) and follow it to its end."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from celery import Celery
+
+from voxqueue.audio import AudioError, from_pcm, read_wav, to_wav
+from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, celery_config
+from voxqueue.contracts import AgentStep, ErrorCode, SttJob, TurnResult, TurnSpec
+from voxqueue.keys import Keys
+from voxqueue.redis_conn import connect
+from voxqueue.result import assemble
+from voxqueue.settings import Settings, get_settings
+from voxqueue.turns import StreamEntry, TurnStore
+
+#: Seconds a waiting client gives the workers past the deadline before ending the turn itself.
+DEADLINE_GRACE_S = 5.0
+
+
+class InputError(ValueError):
+    """Input refused before anything was enqueued."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex
+
+
+class Client:
+    """Enqueues turns and follows them. Thread-safe; reuse one per process."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or get_settings()
+        self.keys = Keys(self.settings.key_prefix)
+        self.redis = connect(self.settings)
+        self.store = TurnStore(self.redis, self.keys, self.settings.turn_ttl_s)
+        self._celery = Celery("voxqueue-client", set_as_current=False)
+        self._celery.conf.update(celery_config(self.settings))
+
+    # -- starting turns ------------------------------------------------------------------------
+    def ask(self, text: str | bytes, *, session: str | None = None, device: str | None = None,
+            speak: bool = True, deadline_s: float | None = None) -> Turn:
+        """Start a turn from text."""
+        if isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(ErrorCode.INVALID_INPUT, f"the text is not valid UTF-8: {exc}")\
+                    from exc
+        text = text.strip()
+        if not text:
+            raise InputError(ErrorCode.INVALID_INPUT, "the text is empty")
+        if len(text) > self.settings.max_text_chars:
+            raise InputError(
+                ErrorCode.INVALID_INPUT,
+                f"the text has {len(text)} characters, over the limit of "
+                f"{self.settings.max_text_chars} (VOXQUEUE_MAX_TEXT_CHARS)",
+            )
+        spec = self._spec("text", session, device, speak, deadline_s, text=text)
+        self.store.create(spec)
+        self._send(AGENT_STEP, AgentStep(turn_id=spec.turn_id, step=1, enqueued_at=time.time()))
+        return Turn(self, spec)
+
+    def say(self, audio: str | Path | bytes, *, session: str | None = None,
+            device: str | None = None, speak: bool = True, deadline_s: float | None = None,
+            pcm_rate: int | None = None, created_at: float | None = None) -> Turn:
+        """Start a turn from speech: a WAV path, WAV bytes, or raw 16-bit PCM with ``pcm_rate``.
+
+        The audio is checked and converted here, stored in Redis with a TTL, and the STT job
+        carries only its key. ``created_at`` is the end of speech when the caller knows it.
+        """
+        s = self.settings
+        try:
+            if isinstance(audio, str | Path):
+                path = Path(audio)
+                if not path.is_file():
+                    raise InputError(ErrorCode.AUDIO_INVALID, f"no such audio file: {path}")
+                size = path.stat().st_size
+                if size > s.max_audio_bytes:
+                    raise AudioError("audio-too-large", f"the audio is {size / 1e6:.1f} MB, "
+                                     f"over the limit of {s.max_audio_bytes / 1e6:.1f} MB "
+                                     "(VOXQUEUE_MAX_AUDIO_BYTES)")
+                audio = path.read_bytes()
+            if pcm_rate is not None:
+                pcm = from_pcm(audio, max_bytes=s.max_audio_bytes, max_seconds=s.max_audio_seconds,
+                               rate=pcm_rate)
+            else:
+                pcm = read_wav(audio, max_bytes=s.max_audio_bytes,
+                               max_seconds=s.max_audio_seconds)
+        except AudioError as exc:
+            raise InputError(exc.code, str(exc)) from exc
+        turn_id = new_id()
+        spec = self._spec("audio", session, device, speak, deadline_s, turn_id=turn_id,
+                          audio_key=self.keys.audio(turn_id), audio_seconds=pcm.seconds,
+                          created_at=created_at)
+        self.store.create(spec, audio=pcm.data)
+        self._send(STT_TRANSCRIBE, SttJob(turn_id=spec.turn_id, enqueued_at=time.time()))
+        return Turn(self, spec)
+
+    def turn(self, turn_id: str) -> Turn:
+        """A handle on an existing turn."""
+        return Turn(self, self.store.spec(turn_id))
+
+    def close(self) -> None:
+        self.redis.close()
+        self._celery.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ---------------------------------------------------------------------------
+    def _spec(self, kind: str, session: str | None, device: str | None, speak: bool,
+              deadline_s: float | None, *, turn_id: str | None = None,
+              created_at: float | None = None, **fields: object) -> TurnSpec:
+        now = time.time()
+        created = created_at if created_at is not None else now
+        try:
+            return TurnSpec.model_validate({
+                "turn_id": turn_id or new_id(),
+                "session_id": session or new_id(),
+                "device": device,
+                "input": kind,
+                "created_at": created,
+                "deadline": now + (deadline_s or self.settings.turn_deadline_s),
+                "speak": speak,
+                **fields,
+            })
+        except ValueError as exc:
+            raise InputError(ErrorCode.INVALID_INPUT, f"invalid turn: {exc}") from exc
+
+    def _send(self, task: str, job: object) -> None:
+        assert hasattr(job, "model_dump")
+        self._celery.send_task(task, args=[job.model_dump(mode="json")])
+
+
+class Turn:
+    """A running or finished turn: its events, its result, its audio."""
+
+    def __init__(self, client: Client, spec: TurnSpec) -> None:
+        self.client = client
+        self.spec = spec
+        self._entries: list[StreamEntry] = []
+        self._last_id = "0"
+        self._done = False
+
+    @property
+    def turn_id(self) -> str:
+        return self.spec.turn_id
+
+    @property
+    def session_id(self) -> str:
+        return self.spec.session_id
+
+    def events(self, timeout: float | None = None) -> Iterator[StreamEntry]:
+        """Yield entries as they arrive, until ``run-end``.
+
+        Past the deadline (plus a grace period) with no ``run-end``, the client ends the turn
+        itself with a timeout error, so a caller never waits forever.
+        """
+        yield from self._entries
+        store = self.client.store
+        give_up = min(self.spec.deadline + DEADLINE_GRACE_S,
+                      time.time() + timeout if timeout is not None else float("inf"))
+        while not self._done:
+            wait_ms = int(max(0.05, min(1.0, give_up - time.time())) * 1000)
+            for entry in store.read(self.turn_id, self._last_id, block_ms=wait_ms):
+                self._last_id = entry.id
+                self._entries.append(entry)
+                if entry.event.type == "run-end":
+                    self._done = True
+                yield entry
+            if not self._done and time.time() >= give_up:
+                if timeout is not None and give_up < self.spec.deadline + DEADLINE_GRACE_S:
+                    raise TimeoutError(f"turn {self.turn_id} still running after {timeout} s")
+                store.finish(self.spec, "timeout", (
+                    ErrorCode.TIMEOUT, "no reply before the turn's deadline"))
+
+    def wait(self, timeout: float | None = None) -> TurnResult:
+        """Block until the turn ends; return its result."""
+        for _ in self.events(timeout=timeout):
+            pass
+        return self.result()
+
+    def result(self) -> TurnResult:
+        return assemble(self.spec, self._entries)[0]
+
+    def audio(self) -> bytes:
+        """The reply as 16 kHz mono 16-bit PCM (what has arrived so far)."""
+        return assemble(self.spec, self._entries)[1]
+
+    def save_audio(self, path: str | Path) -> Path:
+        out = Path(path)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(to_wav(self.audio()))
+        return out
+
+    def cancel(self, reason: str = "cancelled by the caller") -> None:
+        """Stop the turn in every stage: stages check the flag and stop; the turn ends now."""
+        store = self.client.store
+        store.cancel(self.turn_id, reason)
+        store.emit(self.turn_id, "cancelled", {"reason": reason})
+        store.finish(self.spec, "cancelled")

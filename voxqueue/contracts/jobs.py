@@ -1,0 +1,69 @@
+"""The arguments of each Celery task, one model per task family.
+
+Tasks take and return plain JSON (``model_dump(mode="json")``); the worker validates on receipt.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Job(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    v: Literal[1] = 1
+    turn_id: str
+    enqueued_at: float = 0.0
+    """Wall clock when the job was sent: the start event reports the queue hop from it."""
+
+
+class SttJob(_Job):
+    """Transcribe the turn's audio (found through the turn's claim check)."""
+
+
+class AgentStep(_Job):
+    """Run step ``step`` of the turn's agent loop (1-based)."""
+
+    step: int = Field(ge=1)
+
+
+class ToolCallJob(_Job):
+    """One tool call of one LLM answer."""
+
+    step: int = Field(ge=1)
+    call_id: str = Field(min_length=1, max_length=256)
+    name: str = Field(max_length=256)
+    arguments: str = Field(max_length=200_000)
+    """The raw JSON text the model produced: validated by the tool, not here."""
+    session_id: str = ""
+    device: str | None = None
+
+
+class ToolOutcome(BaseModel):
+    """What a tool call gave: a result or an error the model can act on. Never raised."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    v: Literal[1] = 1
+    call_id: str
+    name: str
+    arguments: dict[str, Any] | str
+    ok: bool
+    content: str
+    """The text the model sees in the ``role: tool`` message."""
+    error_code: str | None = None
+    started_at: float
+    ms: float
+
+
+class TtsJob(_Job):
+    """Synthesize one sentence of the reply; ``seq`` orders sentences on the stream."""
+
+    seq: int = Field(ge=0)
+    text: str = Field(min_length=1, max_length=20_000)
+    total: int | None = Field(default=None, ge=1)
+    """How many sentences the reply has, once known (set on every job of a complete reply)."""
+    end_status: Literal["ok", "error"] = "ok"
+    """The turn's status once every sentence is spoken (``error`` for a spoken apology)."""

@@ -1,0 +1,72 @@
+"""Names of every Redis key voxqueue writes, in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Keys:
+    """Key names under one prefix (``VOXQUEUE_KEY_PREFIX``)."""
+
+    prefix: str = "vq"
+
+    # -- a turn ----------------------------------------------------------------------------
+    def turn(self, turn_id: str) -> str:
+        """Hash: the turn's spec (JSON) and its bookkeeping."""
+        return f"{self.prefix}:turn:{turn_id}"
+
+    def events(self, turn_id: str) -> str:
+        """Stream: the turn's events and audio chunks."""
+        return f"{self.prefix}:turn:{turn_id}:events"
+
+    def audio(self, turn_id: str) -> str:
+        """String: the utterance's PCM (the claim check)."""
+        return f"{self.prefix}:turn:{turn_id}:audio"
+
+    def cancel(self, turn_id: str) -> str:
+        return f"{self.prefix}:turn:{turn_id}:cancel"
+
+    def ended(self, turn_id: str) -> str:
+        return f"{self.prefix}:turn:{turn_id}:ended"
+
+    def marker(self, turn_id: str, name: str) -> str:
+        """String set once (``SET NX``): guards a side effect against redelivery."""
+        return f"{self.prefix}:turn:{turn_id}:once:{name}"
+
+    def tool_outcome(self, turn_id: str, call_id: str) -> str:
+        return f"{self.prefix}:turn:{turn_id}:tool:{call_id}"
+
+    def tts_done(self, turn_id: str) -> str:
+        """Set: sequence numbers of sentences fully synthesized."""
+        return f"{self.prefix}:turn:{turn_id}:tts-done"
+
+    def deliveries(self, task_id: str) -> str:
+        """Counter: how many times a task was delivered (bounds redelivery)."""
+        return f"{self.prefix}:deliveries:{task_id}"
+
+    def active_turns(self) -> str:
+        """Sorted set: turns not yet ended, scored by deadline."""
+        return f"{self.prefix}:turns:active"
+
+    # -- a session -------------------------------------------------------------------------
+    def messages(self, session_id: str) -> str:
+        """List: the session's chat history, one JSON message per item."""
+        return f"{self.prefix}:session:{session_id}:messages"
+
+    def session_lock(self, session_id: str) -> str:
+        """String: the turn that holds the session's agent loop."""
+        return f"{self.prefix}:session:{session_id}:lock"
+
+    def alerts(self, session_id: str) -> str:
+        """List: monitor alerts waiting to be injected at the session's next turn."""
+        return f"{self.prefix}:session:{session_id}:alerts"
+
+    def sessions(self) -> str:
+        """Sorted set: session ids scored by last use."""
+        return f"{self.prefix}:sessions"
+
+    # -- a device --------------------------------------------------------------------------
+    def announcements(self, device: str) -> str:
+        """Stream: what the server says to a device unasked (timers, alerts)."""
+        return f"{self.prefix}:device:{device}:announce"

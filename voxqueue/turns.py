@@ -1,0 +1,181 @@
+"""The turn's shared state in Redis: its spec, its event stream, cancellation and its end.
+
+Both sides use this module: the client creates turns and reads their events; every worker stage
+appends events and checks for cancellation and the deadline. Ending a turn is idempotent, so
+whoever notices the end first (a stage, the deadline sweeper, a client giving up) writes it once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
+from voxqueue.keys import Keys
+
+# Delete the session lock only when the given turn still holds it.
+_RELEASE_LOCK = """
+if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
+return 0
+"""
+
+
+class TurnNotFound(LookupError):
+    """The turn's spec is not in Redis (never created, or expired)."""
+
+
+@dataclass(frozen=True)
+class StreamEntry:
+    """One entry of a turn's stream: an event and, for ``tts-chunk``, its PCM."""
+
+    id: str
+    event: TurnEvent
+    pcm: bytes | None = None
+
+
+class TurnStore:
+    """Reads and writes turns in Redis. ``r`` must not decode responses (audio is binary)."""
+
+    def __init__(self, r: redis.Redis, keys: Keys, ttl_s: int) -> None:
+        self.r = r
+        self.keys = keys
+        self.ttl_s = ttl_s
+        self._release_lock = r.register_script(_RELEASE_LOCK)
+
+    # -- creating and reading ----------------------------------------------------------------
+    def create(self, spec: TurnSpec, audio: bytes | None = None) -> None:
+        """Store the spec (and audio, the claim check) and write ``run-start``, atomically."""
+        k = self.keys
+        start = TurnEvent(type="run-start", turn_id=spec.turn_id, ts=spec.created_at, data={
+            "session_id": spec.session_id,
+            "device": spec.device,
+            "input": spec.input,
+            "deadline": spec.deadline,
+        })
+        pipe = self.r.pipeline(transaction=True)
+        if audio is not None:
+            assert spec.audio_key is not None
+            pipe.set(spec.audio_key, audio, ex=self.ttl_s)
+        pipe.hset(k.turn(spec.turn_id), mapping={"spec": spec.model_dump_json()})
+        pipe.expire(k.turn(spec.turn_id), self.ttl_s)
+        pipe.zadd(k.active_turns(), {spec.turn_id: spec.deadline})
+        pipe.xadd(k.events(spec.turn_id), {"e": start.model_dump_json()})
+        pipe.expire(k.events(spec.turn_id), self.ttl_s)
+        pipe.zadd(k.sessions(), {spec.session_id: spec.created_at})
+        pipe.execute()
+
+    def spec(self, turn_id: str) -> TurnSpec:
+        raw = self.r.hget(self.keys.turn(turn_id), "spec")
+        if raw is None:
+            raise TurnNotFound(f"turn {turn_id} is unknown or expired")
+        return TurnSpec.model_validate_json(raw)
+
+    def audio(self, spec: TurnSpec) -> bytes | None:
+        if spec.audio_key is None:
+            return None
+        data = self.r.get(spec.audio_key)
+        return bytes(data) if data is not None else None
+
+    def read(self, turn_id: str, last_id: str = "0", block_ms: int | None = None,
+             count: int = 500) -> list[StreamEntry]:
+        """Entries after ``last_id``; waits up to ``block_ms`` when there are none yet."""
+        answer = self.r.xread({self.keys.events(turn_id): last_id}, count=count, block=block_ms)
+        entries: list[StreamEntry] = []
+        for _stream, items in answer or []:
+            for entry_id, fields in items:
+                entries.append(_parse_entry(entry_id, fields))
+        return entries
+
+    def history(self, turn_id: str) -> Iterator[StreamEntry]:
+        """Every entry written so far, oldest first."""
+        for entry_id, fields in self.r.xrange(self.keys.events(turn_id)):
+            yield _parse_entry(entry_id, fields)
+
+    # -- writing -----------------------------------------------------------------------------
+    def emit(self, turn_id: str, type: EventType, data: Mapping[str, Any] | None = None,
+             pcm: bytes | None = None) -> TurnEvent:
+        """Append one event (one round trip: XADD and EXPIRE pipelined)."""
+        event = TurnEvent(type=type, turn_id=turn_id, data=dict(data or {}))
+        fields: dict[str, str | bytes] = {"e": event.model_dump_json()}
+        if pcm is not None:
+            fields["pcm"] = pcm
+        pipe = self.r.pipeline(transaction=False)
+        pipe.xadd(self.keys.events(turn_id), fields)  # type: ignore[arg-type]
+        pipe.expire(self.keys.events(turn_id), self.ttl_s)
+        pipe.execute()
+        return event
+
+    def once(self, turn_id: str, name: str) -> bool:
+        """True the first time ``name`` is claimed for this turn, False on every later call."""
+        return bool(self.r.set(self.keys.marker(turn_id, name), b"1", nx=True, ex=self.ttl_s))
+
+    # -- cancellation, deadline, end -----------------------------------------------------------
+    def cancel(self, turn_id: str, reason: str = "cancelled by the caller") -> None:
+        self.r.set(self.keys.cancel(turn_id), reason.encode(), ex=self.ttl_s)
+
+    def cancelled(self, turn_id: str) -> bool:
+        return bool(self.r.exists(self.keys.cancel(turn_id)))
+
+    def ended(self, turn_id: str) -> bool:
+        return bool(self.r.exists(self.keys.ended(turn_id)))
+
+    def finish(self, spec: TurnSpec, status: str, error: tuple[ErrorCode | str, str] | None = None,
+               data: Mapping[str, Any] | None = None) -> bool:
+        """End the turn once: an ``error`` event when given, then ``run-end``.
+
+        Returns False when the turn had already ended (nothing is written then).
+        """
+        k = self.keys
+        if not self.r.set(k.ended(spec.turn_id), status.encode(), nx=True, ex=self.ttl_s):
+            return False
+        now = time.time()
+        pipe = self.r.pipeline(transaction=False)
+        if error is not None:
+            code, message = error
+            ev = TurnEvent(type="error", turn_id=spec.turn_id, ts=now,
+                           data={"code": str(code), "message": message})
+            pipe.xadd(k.events(spec.turn_id), {"e": ev.model_dump_json()})
+        end = TurnEvent(type="run-end", turn_id=spec.turn_id, ts=now, data={
+            "status": status, "ms": round((now - spec.created_at) * 1000, 1), **(data or {})})
+        pipe.xadd(k.events(spec.turn_id), {"e": end.model_dump_json()})
+        pipe.expire(k.events(spec.turn_id), self.ttl_s)
+        pipe.zrem(k.active_turns(), spec.turn_id)
+        if spec.audio_key:
+            pipe.delete(spec.audio_key)
+        pipe.execute()
+        self.release_session(spec.session_id, spec.turn_id)
+        return True
+
+    def release_session(self, session_id: str, turn_id: str) -> None:
+        """Free the session for its next turn, if this turn holds it."""
+        self._release_lock(keys=[self.keys.session_lock(session_id)], args=[turn_id])
+
+    def overdue(self, now: float | None = None, limit: int = 100) -> list[str]:
+        """Turns still active after their deadline."""
+        when = time.time() if now is None else now
+        ids = self.r.zrangebyscore(self.keys.active_turns(), "-inf", when, start=0, num=limit)
+        return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+
+
+def _parse_entry(entry_id: bytes | str, fields: Mapping[bytes | str, bytes | str]) -> StreamEntry:
+    def field(name: str) -> bytes | str | None:
+        return fields.get(name.encode()) if name.encode() in fields else fields.get(name)
+
+    raw = field("e")
+    event = TurnEvent.model_validate_json(raw if raw is not None else "{}")
+    pcm = field("pcm")
+    return StreamEntry(
+        id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
+        event=event,
+        pcm=pcm.encode() if isinstance(pcm, str) else pcm,
+    )
+
+
+def to_json(value: Any) -> str:
+    """Compact JSON, the form stored everywhere."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,36 @@
+"""A session's chat history in Redis: a list of JSON messages with a TTL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+
+import redis
+
+from voxqueue.keys import Keys
+from workers.agent.messages import Message
+
+
+class History:
+    def __init__(self, r: redis.Redis, keys: Keys, session_id: str, ttl_s: int) -> None:
+        self.r = r
+        self.key = keys.messages(session_id)
+        self.ttl_s = ttl_s
+
+    def load(self) -> list[Message]:
+        return [json.loads(item) for item in self.r.lrange(self.key, 0, -1)]
+
+    def append(self, *messages: Message) -> None:
+        self.extend(messages)
+
+    def extend(self, messages: Iterable[Message]) -> None:
+        items = [json.dumps(m, ensure_ascii=False) for m in messages]
+        if not items:
+            return
+        pipe = self.r.pipeline(transaction=True)
+        pipe.rpush(self.key, *items)
+        pipe.expire(self.key, self.ttl_s)
+        pipe.execute()
+
+    def __len__(self) -> int:
+        return int(self.r.llen(self.key))

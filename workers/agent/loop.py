@@ -1,0 +1,170 @@
+"""One step of the agent loop: call the model with the whole history, then either fan the tool
+calls out as a chord (whose callback is the next step) or speak the final reply."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from celery import chord
+
+from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TOOLS_RUN
+from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob, TtsJob
+from voxqueue.settings import MissingKeyError
+from workers.agent import messages as msg
+from workers.agent.history import History
+from workers.agent.providers import Answer, ToolCallRequest
+from workers.agent.sentences import split_sentences
+from workers.runtime.retry import ProviderError
+from workers.runtime.stage import Stage
+
+#: How long a turn waiting for its session's previous turn waits between tries, in seconds.
+SESSION_BUSY_RETRY_S = 0.2
+
+
+def history_of(stage: Stage) -> History:
+    rt = stage.rt
+    return History(rt.redis, rt.keys, stage.spec.session_id, rt.settings.session_ttl_s)
+
+
+def acquire_session(stage: Stage, job: AgentStep) -> bool:
+    """Take the session for this turn, or re-queue the first step to try again shortly.
+
+    Two turns of one session never interleave: the lock is held from the first step until the
+    reply is in the history (or the turn ends).
+    """
+    rt, spec = stage.rt, stage.spec
+    key = rt.keys.session_lock(spec.session_id)
+    ttl = max(1, int(stage.remaining()) + 5)
+    if rt.redis.set(key, spec.turn_id.encode(), nx=True, ex=ttl):
+        return True
+    holder = rt.redis.get(key)
+    if holder is not None and holder.decode() == spec.turn_id:
+        return True
+    from workers.app import app
+
+    app.send_task(AGENT_STEP, args=[job.model_dump(mode="json")], countdown=SESSION_BUSY_RETRY_S)
+    return False
+
+
+def start_turn(stage: Stage) -> None:
+    """Put the turn's opening messages in the history, once: pending alerts, then the user."""
+    rt, spec = stage.rt, stage.spec
+    if not rt.store.once(spec.turn_id, "opened"):
+        return
+    history = history_of(stage)
+    opening: list[msg.Message] = []
+    if len(history) == 0:
+        opening.append(msg.system(rt.settings.system_prompt))
+    alerts_key = rt.keys.alerts(spec.session_id)
+    pipe = rt.redis.pipeline(transaction=True)
+    pipe.lrange(alerts_key, 0, -1)
+    pipe.delete(alerts_key)
+    pending, _ = pipe.execute()
+    for raw in pending:
+        opening.append(msg.system(f"Monitor alert: {raw.decode()}"))
+    if spec.input == "text":
+        text = spec.text or ""
+    else:
+        raw = rt.redis.hget(rt.keys.turn(spec.turn_id), "transcript")
+        text = raw.decode() if raw else ""
+    opening.append(msg.user(text))
+    history.extend(opening)
+    stage.emit("agent-step", {"step": 0, "alerts": len(pending), "transcript": text})
+
+
+def run_step(stage: Stage, job: AgentStep) -> None:
+    """Call the model once and act on its answer."""
+    rt, spec, step = stage.rt, stage.spec, job.step
+    history = history_of(stage)
+    stage.emit("agent-step", {"step": step, "queue_ms": stage.queue_ms(job)})
+    answer = _answer(stage, step, history)
+    if answer is None or stage.should_stop():
+        return
+    if answer.tool_calls and step >= rt.settings.max_steps:
+        text = (f"Sorry, I couldn't finish that: I stopped after {rt.settings.max_steps} steps "
+                "without an answer.")
+        if rt.store.once(spec.turn_id, f"history-{step}"):
+            history.append(msg.assistant(text))
+        rt.store.release_session(spec.session_id, spec.turn_id)
+        stage.fail(ErrorCode.LLM_STEP_CAP, f"the agent loop reached its cap of "
+                   f"{rt.settings.max_steps} steps", say=text)
+        return
+    if answer.tool_calls:
+        if rt.store.once(spec.turn_id, f"history-{step}"):
+            history.append(msg.assistant_tool_calls(
+                [c.as_dict() for c in answer.tool_calls], answer.text or None))
+        _dispatch_tools(stage, step, answer.tool_calls)
+        return
+    if not answer.text:
+        rt.store.release_session(spec.session_id, spec.turn_id)
+        stage.fail(ErrorCode.LLM_FAILED, "the model returned an empty answer")
+        return
+    _final_reply(stage, step, answer.text, history)
+
+
+def _answer(stage: Stage, step: int, history: History) -> Answer | None:
+    """The model's answer for this step: stored once, so a redelivered step reuses it."""
+    rt, spec = stage.rt, stage.spec
+    turn_key = rt.keys.turn(spec.turn_id)
+    field = f"answer:{step}"
+    saved = rt.redis.hget(turn_key, field)
+    if saved is not None:
+        data = json.loads(saved)
+        return Answer(text=data["text"], tool_calls=[ToolCallRequest(**c) for c in data["calls"]])
+    try:
+        model = rt.chat_model
+        stage.emit("llm-start", {"step": step, "provider": model.name})
+        started = time.perf_counter()
+        answer = model.complete(history.load(), rt.tools.schemas(), deadline=spec.deadline)
+    except MissingKeyError as exc:
+        rt.store.release_session(spec.session_id, spec.turn_id)
+        stage.fail(ErrorCode.MISSING_KEY, str(exc))
+        return None
+    except ProviderError as exc:
+        rt.store.release_session(spec.session_id, spec.turn_id)
+        stage.fail(ErrorCode.LLM_FAILED, str(exc))
+        return None
+    stage.emit("llm-end", {
+        "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
+        "ttfb_ms": answer.ttfb_ms, "text": answer.text, "usage": answer.usage,
+        "finish_reason": answer.finish_reason,
+        "tool_calls": [c.as_dict() for c in answer.tool_calls]})
+    rt.redis.hsetnx(turn_key, field, json.dumps(
+        {"text": answer.text, "calls": [c.as_dict() for c in answer.tool_calls]}))
+    return answer
+
+
+def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> None:
+    """Run the calls in parallel on the ``tools`` queue; the chord's callback is the next step."""
+    from workers.app import app
+
+    spec = stage.spec
+    now = time.time()
+    header = [
+        app.signature(TOOLS_RUN, args=[ToolCallJob(
+            turn_id=spec.turn_id, step=step, call_id=c.id, name=c.name, arguments=c.arguments,
+            session_id=spec.session_id, device=spec.device, enqueued_at=now,
+        ).model_dump(mode="json")])
+        for c in calls
+    ]
+    callback = app.signature(AGENT_RESUME, args=[
+        AgentStep(turn_id=spec.turn_id, step=step + 1, enqueued_at=now).model_dump(mode="json")])
+    chord(header)(callback)
+
+
+def _final_reply(stage: Stage, step: int, text: str, history: History) -> None:
+    """Record the reply, free the session and speak the reply sentence by sentence."""
+    rt, spec = stage.rt, stage.spec
+    if rt.store.once(spec.turn_id, "final"):
+        history.append(msg.assistant(text))
+        stage.emit("reply", {"text": text, "step": step})
+    rt.store.release_session(spec.session_id, spec.turn_id)
+    if not spec.speak:
+        stage.finish("ok")
+        return
+    sentences = split_sentences(text)
+    now = time.time()
+    for seq, sentence in enumerate(sentences):
+        stage.send(TtsJob(turn_id=spec.turn_id, seq=seq, text=sentence, total=len(sentences),
+                          enqueued_at=now))

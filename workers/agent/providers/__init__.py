@@ -1,0 +1,60 @@
+"""LLM providers: a small protocol, one module per provider, chosen by settings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from voxqueue.settings import Settings
+
+if TYPE_CHECKING:
+    from workers.tools.registry import ToolRegistry
+
+
+@dataclass(frozen=True)
+class ToolCallRequest:
+    id: str
+    name: str
+    arguments: str
+    """Raw JSON text, validated by the tool before the call."""
+
+    def as_dict(self) -> dict[str, str]:
+        return {"id": self.id, "name": self.name, "arguments": self.arguments}
+
+
+@dataclass
+class Answer:
+    """One model answer: text, tool calls, or both."""
+
+    text: str = ""
+    tool_calls: list[ToolCallRequest] = field(default_factory=list)
+    usage: dict[str, Any] = field(default_factory=dict)
+    ttfb_ms: float | None = None
+    finish_reason: str | None = None
+
+
+class ChatModel(Protocol):
+    """Answers a conversation, possibly with tool calls."""
+
+    name: str
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                 deadline: float, on_text: Callable[[str], None] | None = None) -> Answer: ...
+
+
+def select_chat_model(settings: Settings, tools: ToolRegistry) -> ChatModel:
+    """The provider named by ``VOXQUEUE_LLM`` (``auto``: OpenAI with a key, else local intents)."""
+    choice = settings.llm
+    if choice == "auto":
+        choice = "openai" if settings.openai_api_key or settings.openai_base_url else "local"
+    if choice == "openai":
+        from workers.agent.providers.openai_chat import OpenAIChat
+
+        return OpenAIChat(settings)
+    if choice == "local":
+        from workers.agent.providers.local_intents import LocalIntents
+
+        return LocalIntents(settings, tools)
+    raise ValueError(f"unknown LLM provider {settings.llm!r} (VOXQUEUE_LLM): "
+                     "use auto, openai or local")

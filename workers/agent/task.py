@@ -1,0 +1,43 @@
+"""The agent tasks: a step, and the chord callback that resumes the loop after tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task
+
+from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TIME_LIMITS
+from voxqueue.contracts import AgentStep, ToolOutcome
+from workers.agent import messages as msg
+from workers.agent.loop import acquire_session, history_of, run_step, start_turn
+from workers.app import app
+from workers.runtime.stage import begin
+
+_LIMITS = {"time_limit": TIME_LIMITS["agent"], "soft_time_limit": TIME_LIMITS["agent"] - 10}
+
+
+@app.task(name=AGENT_STEP, bind=True, **_LIMITS)
+def step(self: Task, job: dict[str, Any]) -> None:
+    """Step 1 of a turn (later steps come through ``resume``)."""
+    ajob = AgentStep.model_validate(job)
+    stage = begin(self, ajob, "agent")
+    if stage is None:
+        return
+    if ajob.step == 1:
+        if not acquire_session(stage, ajob):
+            return
+        start_turn(stage)
+    run_step(stage, ajob)
+
+
+@app.task(name=AGENT_RESUME, bind=True, **_LIMITS)
+def resume(self: Task, outcomes: list[dict[str, Any]], job: dict[str, Any]) -> None:
+    """The chord's callback: append the tool results, in call order, and take the next step."""
+    ajob = AgentStep.model_validate(job)
+    stage = begin(self, ajob, "agent")
+    if stage is None:
+        return
+    results = [ToolOutcome.model_validate(o) for o in outcomes]
+    if stage.rt.store.once(ajob.turn_id, f"tools-{ajob.step - 1}"):
+        history_of(stage).extend(msg.from_outcome(r) for r in results)
+    run_step(stage, ajob)

@@ -1,0 +1,1 @@
+"""The ``monitor`` queue: periodic tasks run by beat."""

@@ -1,0 +1,1 @@
+"""What every stage shares: process resources, the stage guard, provider retries."""

@@ -1,0 +1,126 @@
+"""The guard every task runs under: load the turn, bound redelivery, honour cancel and deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+from celery import Task
+
+from voxqueue.contracts import ErrorCode, EventType, TtsJob, TurnSpec
+from voxqueue.contracts.jobs import _Job
+from voxqueue.turns import TurnNotFound
+from workers.runtime.resources import Runtime
+
+log = structlog.get_logger("voxqueue.stage")
+
+APOLOGY = "Sorry, something went wrong and I can't answer that right now."
+APOLOGIES: dict[str, str] = {
+    ErrorCode.STT_NO_TEXT: "Sorry, I didn't catch that.",
+    ErrorCode.AUDIO_INVALID: "Sorry, I couldn't hear that recording.",
+    ErrorCode.MISSING_KEY: "Sorry, I'm not set up to answer that: an API key is missing.",
+}
+
+
+class Stage:
+    """One task's view of its turn: events, stop checks and the turn's end."""
+
+    def __init__(self, rt: Runtime, spec: TurnSpec, queue: str, attempt: int) -> None:
+        self.rt = rt
+        self.spec = spec
+        self.queue = queue
+        self.attempt = attempt
+        self.log = log.bind(turn_id=spec.turn_id, session_id=spec.session_id,
+                            device=spec.device, queue=queue)
+
+    @property
+    def turn_id(self) -> str:
+        return self.spec.turn_id
+
+    def emit(self, type: EventType, data: Mapping[str, Any] | None = None,
+             pcm: bytes | None = None) -> None:
+        self.rt.store.emit(self.turn_id, type, data, pcm)
+
+    def remaining(self) -> float:
+        """Seconds left before the deadline."""
+        return self.spec.deadline - time.time()
+
+    def should_stop(self) -> bool:
+        """True when the turn has ended, was cancelled or is past its deadline (ending it then)."""
+        store = self.rt.store
+        if store.ended(self.turn_id):
+            return True
+        if store.cancelled(self.turn_id):
+            store.finish(self.spec, "cancelled")
+            return True
+        if self.remaining() <= 0:
+            store.finish(self.spec, "timeout", (
+                ErrorCode.TIMEOUT, f"the turn passed its deadline in the {self.queue} stage"))
+            return True
+        return False
+
+    def finish(self, status: str = "ok", **data: Any) -> None:
+        self.rt.store.finish(self.spec, status, data=data)
+
+    def fail(self, code: ErrorCode | str, message: str, *, apologize: bool = True,
+             say: str | None = None) -> None:
+        """Report an error and end the turn, after a short spoken apology when it speaks.
+
+        ``say`` replaces the stock apology (the step cap explains itself).
+        """
+        self.log.warning("turn failed", code=str(code), error=message)
+        store = self.rt.store
+        if store.ended(self.turn_id):
+            return
+        if apologize and self.spec.speak and self.remaining() > 1 and store.once(
+                self.turn_id, "apology"):
+            store.emit(self.turn_id, "error", {"code": str(code), "message": message})
+            text = say or APOLOGIES.get(str(code), APOLOGY)
+            store.emit(self.turn_id, "reply", {"text": text, "apology": True})
+            self.send(TtsJob(turn_id=self.turn_id, seq=0, text=text, total=1,
+                             end_status="error", enqueued_at=time.time()))
+            return
+        store.finish(self.spec, "error", (code, message))
+
+    def send(self, job: _Job, task_name: str | None = None) -> None:
+        """Hand the turn to the next stage."""
+        from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TTS_SPEAK
+        from workers.app import app
+
+        if task_name is None:
+            task_name = {"TtsJob": TTS_SPEAK, "AgentStep": AGENT_STEP,
+                         "SttJob": STT_TRANSCRIBE}[type(job).__name__]
+        app.send_task(task_name, args=[job.model_dump(mode="json")])
+
+    def queue_ms(self, job: _Job) -> float:
+        return round(max(0.0, time.time() - job.enqueued_at) * 1000, 2) if job.enqueued_at else 0.0
+
+
+def begin(task: Task, job: _Job, queue: str) -> Stage | None:
+    """Enter a stage, or None when the turn must not be worked on (gone, ended, over cap)."""
+    from workers.app import app
+
+    rt: Runtime = app.runtime
+    try:
+        spec = rt.store.spec(job.turn_id)
+    except TurnNotFound:
+        log.warning("turn not found; dropping task", turn_id=job.turn_id, queue=queue)
+        return None
+    task_id = task.request.id or f"{job.turn_id}:{queue}"
+    key = rt.keys.deliveries(task_id)
+    pipe = rt.redis.pipeline(transaction=False)
+    pipe.incr(key)
+    pipe.expire(key, rt.settings.turn_ttl_s)
+    attempt = int(pipe.execute()[0])
+    stage = Stage(rt, spec, queue, attempt)
+    if attempt > rt.settings.max_deliveries:
+        stage.log.error("task delivered too many times", attempts=attempt)
+        rt.store.finish(spec, "error", (
+            ErrorCode.REDELIVERY_CAP,
+            f"the {queue} stage failed {attempt - 1} times (its worker died); giving up"))
+        return None
+    if stage.should_stop():
+        return None
+    return stage

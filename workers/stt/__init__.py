@@ -1,0 +1,1 @@
+"""The ``stt`` queue: speech to text."""

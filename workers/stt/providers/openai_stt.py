@@ -1,0 +1,39 @@
+"""OpenAI transcription through the official SDK."""
+
+from __future__ import annotations
+
+import time
+
+from voxqueue.audio import to_wav
+from voxqueue.settings import Settings
+from workers.runtime.openai_client import make_openai, provider_error
+from workers.runtime.retry import call_with_retry
+from workers.stt.providers import Transcript
+
+
+class OpenAITranscriber:
+    name = "openai"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.client = make_openai(settings, "STT (OpenAI)")
+
+    def transcribe(self, pcm: bytes, *, deadline: float) -> Transcript:
+        wav = to_wav(pcm)
+        s = self.settings
+
+        def attempt() -> Transcript:
+            started = time.perf_counter()
+            try:
+                answer = self.client.audio.transcriptions.create(
+                    model=s.stt_model, file=("utterance.wav", wav, "audio/wav"),
+                    timeout=max(1.0, min(s.provider_timeout_s, deadline - time.time())),
+                )
+            except Exception as exc:  # the SDK's errors, mapped to retryable or not
+                raise provider_error(exc, "OpenAI transcription") from exc
+            text = answer if isinstance(answer, str) else answer.text
+            return Transcript(text=text.strip(), ttfb_ms=(time.perf_counter() - started) * 1000)
+
+        return call_with_retry(attempt, attempts=s.provider_max_attempts,
+                               base_s=s.provider_backoff_s, cap_s=s.provider_backoff_max_s,
+                               deadline=deadline)

@@ -1,0 +1,51 @@
+"""The STT task: fetch the utterance by its claim check, transcribe it, hand over to the agent."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from celery import Task
+
+from voxqueue.celery_config import STT_TRANSCRIBE, TIME_LIMITS
+from voxqueue.contracts import AgentStep, ErrorCode, SttJob
+from voxqueue.settings import MissingKeyError
+from workers.app import app
+from workers.runtime.retry import ProviderError
+from workers.runtime.stage import begin
+
+
+@app.task(name=STT_TRANSCRIBE, bind=True, time_limit=TIME_LIMITS["stt"],
+          soft_time_limit=TIME_LIMITS["stt"] - 10)
+def transcribe(self: Task, job: dict[str, Any]) -> None:
+    """Transcribe the turn's audio and start its agent loop."""
+    sjob = SttJob.model_validate(job)
+    stage = begin(self, sjob, "stt")
+    if stage is None:
+        return
+    rt = stage.rt
+    pcm = rt.store.audio(stage.spec)
+    if not pcm:
+        stage.fail(ErrorCode.AUDIO_MISSING, "the turn's audio is gone (expired or never stored)")
+        return
+    try:
+        transcriber = rt.transcriber
+        stage.emit("stt-start", {"queue_ms": stage.queue_ms(sjob), "provider": transcriber.name,
+                                 "audio_s": stage.spec.audio_seconds})
+        started = time.time()
+        transcript = transcriber.transcribe(pcm, deadline=stage.spec.deadline)
+    except MissingKeyError as exc:
+        stage.fail(ErrorCode.MISSING_KEY, str(exc))
+        return
+    except ProviderError as exc:
+        stage.fail(ErrorCode.STT_FAILED, str(exc))
+        return
+    if stage.should_stop():
+        return
+    stage.emit("stt-end", {"text": transcript.text, "ms": round((time.time() - started) * 1000, 1),
+                           "ttfb_ms": transcript.ttfb_ms})
+    if not transcript.text:
+        stage.fail(ErrorCode.STT_NO_TEXT, "no speech was recognized in the audio")
+        return
+    rt.redis.hset(rt.keys.turn(stage.turn_id), "transcript", transcript.text.encode())
+    stage.send(AgentStep(turn_id=stage.turn_id, step=1, enqueued_at=time.time()))

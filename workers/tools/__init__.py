@@ -1,0 +1,9 @@
+"""The ``tools`` queue: tools are plain typed functions; their calls run in parallel.
+
+``tool`` (optional decorator) and ``current_call`` are the API for people writing tools.
+"""
+
+from workers.tools.context import ToolCall, current_call
+from workers.tools.registry import Tool, ToolRegistry, tool
+
+__all__ = ["Tool", "ToolCall", "ToolRegistry", "current_call", "tool"]

@@ -1,0 +1,144 @@
+"""Tools from plain typed functions: name, docstring and type hints become an OpenAI tool.
+
+The function's parameters become a pydantic model; its JSON schema is the tool's ``parameters``
+and it validates the model's arguments before the call.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+import docstring_parser
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from voxqueue.settings import Settings
+
+_OPTIONS = "__voxqueue_tool__"
+
+
+@dataclass(frozen=True)
+class ToolOptions:
+    name: str | None = None
+    timeout_s: float | None = None
+    side_effects: bool = False
+    examples: tuple[str, ...] = ()
+
+
+def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
+         timeout_s: float | None = None, side_effects: bool = False,
+         examples: Iterable[str] = ()) -> Any:
+    """Optional decorator: set a tool's name, timeout, side-effect flag and example sentences.
+
+    A plain function is a tool without it; this only adds options.
+    """
+    options = ToolOptions(name, timeout_s, side_effects, tuple(examples))
+
+    def mark(f: Callable[..., Any]) -> Callable[..., Any]:
+        setattr(f, _OPTIONS, options)
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+@dataclass
+class Tool:
+    """A callable the model can ask for, with its argument model and options."""
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    args_model: type[BaseModel]
+    timeout_s: float | None = None
+    side_effects: bool = False
+    examples: tuple[str, ...] = ()
+    schema: dict[str, Any] = field(init=False)
+
+    def __post_init__(self) -> None:
+        params = self.args_model.model_json_schema()
+        params.pop("title", None)
+        for prop in params.get("properties", {}).values():
+            prop.pop("title", None)
+        self.schema = {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": params}}
+
+    @classmethod
+    def from_function(cls, fn: Callable[..., Any]) -> Tool:
+        """Build a tool from a typed function (every parameter must have a type hint)."""
+        options: ToolOptions = getattr(fn, _OPTIONS, ToolOptions())
+        name = options.name or fn.__name__
+        doc = docstring_parser.parse(inspect.getdoc(fn) or "")
+        described = {p.arg_name: p.description for p in doc.params}
+        hints = get_type_hints(fn, include_extras=True)
+        fields: dict[str, Any] = {}
+        for pname, param in inspect.signature(fn).parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TypeError(f"tool {name}: *args/**kwargs are not supported")
+            if pname not in hints:
+                raise TypeError(f"tool {name}: parameter {pname!r} needs a type hint")
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[pname] = (hints[pname], Field(default, description=described.get(pname)))
+        model = create_model(  # type: ignore[call-overload]
+            f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
+        description = " ".join(
+            part for part in (doc.short_description, doc.long_description) if part
+        ) or name.replace("_", " ")
+        return cls(name=name, description=description, fn=fn, args_model=model,
+                   timeout_s=options.timeout_s, side_effects=options.side_effects,
+                   examples=options.examples)
+
+
+class ToolRegistry:
+    """The tools a worker offers, by name."""
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools:
+            self.add(t)
+
+    def add(self, item: Tool | Callable[..., Any]) -> Tool:
+        t = item if isinstance(item, Tool) else Tool.from_function(item)
+        if not t.name.replace("_", "").replace("-", "").isalnum() or len(t.name) > 64:
+            raise ValueError(f"invalid tool name {t.name!r}: letters, digits, _ and - only")
+        self._tools[t.name] = t
+        return t
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [self._tools[n].schema for n in self.names]
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __iter__(self) -> Any:
+        return iter(self._tools[n] for n in self.names)
+
+    def load_module(self, module_name: str) -> list[Tool]:
+        """Register a module's tools: the callables in ``__all__``, else its public functions."""
+        module = importlib.import_module(module_name)
+        exported = getattr(module, "__all__", None)
+        if exported is not None:
+            candidates = [getattr(module, n) for n in exported]
+        else:
+            candidates = [obj for n, obj in vars(module).items() if not n.startswith("_")
+                          and inspect.isfunction(obj) and obj.__module__ == module.__name__]
+        return [self.add(fn) for fn in candidates if callable(fn)]
+
+
+def default_registry(settings: Settings) -> ToolRegistry:
+    """The built-in tools plus those of ``VOXQUEUE_TOOL_MODULES``."""
+    from workers.tools.builtin import BUILTIN_MODULES
+
+    registry = ToolRegistry()
+    for module in (*BUILTIN_MODULES, *settings.tool_module_names):
+        registry.load_module(module)
+    return registry

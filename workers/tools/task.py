@@ -1,0 +1,52 @@
+"""The tool task: one call of one LLM answer; the calls of an answer run as a chord."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Task
+
+from voxqueue.celery_config import TIME_LIMITS, TOOLS_RUN
+from voxqueue.contracts import ToolCallJob, ToolOutcome
+from workers.app import app
+from workers.runtime.stage import begin
+from workers.tools.context import ToolCall
+from workers.tools.executor import run_tool_call
+
+
+@app.task(name=TOOLS_RUN, bind=True, ignore_result=False, time_limit=TIME_LIMITS["tools"],
+          soft_time_limit=TIME_LIMITS["tools"] - 10)
+def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
+    """Run one tool call and return its outcome (errors included, as data)."""
+    tjob = ToolCallJob.model_validate(job)
+    rt = app.runtime
+    key = rt.keys.tool_outcome(tjob.turn_id, tjob.call_id)
+    cached = rt.redis.get(key)
+    if cached is not None:  # a redelivered call: never run a tool twice
+        return ToolOutcome.model_validate_json(cached).model_dump(mode="json")
+    stage = begin(self, tjob, "tools")
+    if stage is None:
+        return _skipped(tjob).model_dump(mode="json")
+    stage.emit("tool-start", {"call_id": tjob.call_id, "name": tjob.name, "step": tjob.step,
+                              "queue_ms": stage.queue_ms(tjob)})
+    call = ToolCall(turn_id=tjob.turn_id, session_id=stage.spec.session_id,
+                    device=stage.spec.device, call_id=tjob.call_id, name=tjob.name)
+    s = rt.settings
+    result = run_tool_call(rt.tools, call, tjob.arguments,
+                           timeout_s=min(s.tool_timeout_s, max(0.5, stage.remaining())),
+                           max_chars=s.tool_result_max_chars)
+    rt.redis.set(key, result.model_dump_json(), ex=s.turn_ttl_s)
+    stage.emit("tool-end", {
+        "call_id": result.call_id, "name": result.name, "arguments": result.arguments,
+        "ok": result.ok, "step": tjob.step, "ms": result.ms, "started_at": result.started_at,
+        ("result" if result.ok else "error"): result.content[:2000],
+        "error_code": result.error_code})
+    return result.model_dump(mode="json")
+
+
+def _skipped(job: ToolCallJob) -> ToolOutcome:
+    import time
+
+    return ToolOutcome(call_id=job.call_id, name=job.name, arguments=job.arguments, ok=False,
+                       content="Error: the turn ended before this tool ran.",
+                       error_code="turn-ended", started_at=time.time(), ms=0.0)

@@ -1,0 +1,1 @@
+"""The ``tts`` queue: text to speech, streamed onto the turn's Redis Stream."""

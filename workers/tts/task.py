@@ -1,0 +1,55 @@
+"""The TTS task: speak one sentence onto the turn's stream; the last one ends the turn."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from celery import Task
+
+from voxqueue.celery_config import TIME_LIMITS, TTS_SPEAK
+from voxqueue.contracts import ErrorCode, TtsJob
+from voxqueue.settings import MissingKeyError
+from workers.app import app
+from workers.runtime.retry import ProviderError
+from workers.runtime.stage import begin
+
+
+@app.task(name=TTS_SPEAK, bind=True, time_limit=TIME_LIMITS["tts"],
+          soft_time_limit=TIME_LIMITS["tts"] - 10)
+def speak(self: Task, job: dict[str, Any]) -> None:
+    """Stream one sentence's audio as ``tts-chunk`` entries (seq, idx, attempt)."""
+    tjob = TtsJob.model_validate(job)
+    stage = begin(self, tjob, "tts")
+    if stage is None:
+        return
+    rt = stage.rt
+    started = time.time()
+    stage.emit("tts-start", {"seq": tjob.seq, "queue_ms": stage.queue_ms(tjob),
+                             "chars": len(tjob.text)})
+    ttfb_ms: float | None = None
+    n_bytes = 0
+    try:
+        synth = rt.synthesizer
+        for idx, pcm in enumerate(synth.stream(tjob.text, deadline=stage.spec.deadline)):
+            if ttfb_ms is None:
+                ttfb_ms = round((time.time() - started) * 1000, 2)
+            if idx % 8 == 0 and stage.should_stop():  # barge-in or deadline: stop speaking
+                return
+            n_bytes += len(pcm)
+            stage.emit("tts-chunk", {"seq": tjob.seq, "idx": idx, "attempt": stage.attempt,
+                                     "bytes": len(pcm)}, pcm=pcm)
+    except (ProviderError, MissingKeyError) as exc:
+        code = ErrorCode.MISSING_KEY if isinstance(exc, MissingKeyError) else ErrorCode.TTS_FAILED
+        rt.store.finish(stage.spec, "error", (code, str(exc)))
+        return
+    stage.emit("tts-end", {"seq": tjob.seq, "ms": round((time.time() - started) * 1000, 2),
+                           "ttfb_ms": ttfb_ms, "bytes": n_bytes, "provider": synth.name})
+    done_key = rt.keys.tts_done(tjob.turn_id)
+    pipe = rt.redis.pipeline(transaction=True)
+    pipe.sadd(done_key, tjob.seq)
+    pipe.expire(done_key, rt.settings.turn_ttl_s)
+    pipe.scard(done_key)
+    done = int(pipe.execute()[2])
+    if tjob.total is not None and done >= tjob.total:
+        stage.finish(tjob.end_status)
