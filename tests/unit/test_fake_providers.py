@@ -227,6 +227,7 @@ def test_missing_key_is_401(fake):
     with pytest.raises(urllib.error.HTTPError) as err:
         urllib.request.urlopen(req, timeout=5)
     assert err.value.code == 401
+    err.value.close()
 
 
 # --------------------------------------------------------------------------- ElevenLabs
@@ -387,6 +388,7 @@ def test_subprocess_server_with_admin_routes():
         with pytest.raises(urllib.error.HTTPError) as err:
             post("faults", {"route": "nope", "status": 500})
         assert err.value.code == 400
+        err.value.close()
     finally:
         proc.terminate()
         proc.wait(timeout=10)

@@ -74,6 +74,11 @@ class Stage:
         store = self.rt.store
         if store.ended(self.turn_id):
             return
+        if self.remaining() <= 0.1:  # the deadline, not the provider, ended this turn
+            store.finish(self.spec, "timeout", (
+                ErrorCode.TIMEOUT, f"the turn passed its deadline in the {self.queue} stage "
+                f"({message})"))
+            return
         if apologize and self.spec.speak and self.remaining() > 1 and store.once(
                 self.turn_id, "apology"):
             store.emit(self.turn_id, "error", {"code": str(code), "message": message})
