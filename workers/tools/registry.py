@@ -26,16 +26,19 @@ class ToolOptions:
     timeout_s: float | None = None
     side_effects: bool = False
     examples: tuple[str, ...] = ()
+    response: str | None = None
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
          timeout_s: float | None = None, side_effects: bool = False,
-         examples: Iterable[str] = ()) -> Any:
+         examples: Iterable[str] = (), response: str | None = None) -> Any:
     """Optional decorator: set a tool's name, timeout, side-effect flag and example sentences.
 
-    A plain function is a tool without it; this only adds options.
+    ``examples`` are hassil sentence templates whose ``{slots}`` are argument names, used by the
+    local intent matcher; ``response`` is the template it answers with (``{result}`` and the
+    arguments). A plain function is a tool without this decorator.
     """
-    options = ToolOptions(name, timeout_s, side_effects, tuple(examples))
+    options = ToolOptions(name, timeout_s, side_effects, tuple(examples), response)
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         setattr(f, _OPTIONS, options)
@@ -55,6 +58,7 @@ class Tool:
     timeout_s: float | None = None
     side_effects: bool = False
     examples: tuple[str, ...] = ()
+    response: str | None = None
     schema: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -88,7 +92,7 @@ class Tool:
         ) or name.replace("_", " ")
         return cls(name=name, description=description, fn=fn, args_model=model,
                    timeout_s=options.timeout_s, side_effects=options.side_effects,
-                   examples=options.examples)
+                   examples=options.examples, response=options.response)
 
 
 class ToolRegistry:
