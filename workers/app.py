@@ -25,6 +25,8 @@ class VoxCelery(Celery):  # type: ignore[misc]
 
 
 app = VoxCelery("workers", set_as_current=True)
+import workers.runtime.lifecycle  # noqa: E402,F401  (logging and warm-up hooks)
+
 app.conf.update(celery_config(get_settings()))
 app.conf.beat_schedule = {
     "sweep-overdue-turns": {"task": MONITOR_SWEEP, "schedule": 2.0},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from celery import Task
@@ -9,7 +10,7 @@ from celery import Task
 from voxqueue.celery_config import TIME_LIMITS, TOOLS_RUN
 from voxqueue.contracts import ToolCallJob, ToolOutcome
 from workers.app import app
-from workers.runtime.stage import begin
+from workers.runtime.stage import Stage, begin
 from workers.tools.context import ToolCall
 from workers.tools.executor import run_tool_call
 
@@ -32,10 +33,25 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
     call = ToolCall(turn_id=tjob.turn_id, session_id=stage.spec.session_id,
                     device=stage.spec.device, call_id=tjob.call_id, name=tjob.name)
     s = rt.settings
+    tool = rt.tools.get(tjob.name)
+    if tool is not None and tool.side_effects and not rt.store.once(
+            tjob.turn_id, f"tool-claim:{tjob.call_id}"):
+        # Delivered again after a crash mid-call: the action may have happened; never repeat it.
+        result = ToolOutcome(
+            call_id=tjob.call_id, name=tjob.name, arguments=tjob.arguments, ok=False,
+            content=f"Error: {tjob.name} was interrupted and may or may not have run; it was "
+                    "not repeated. Check its state before trying again.",
+            error_code="not-repeated", started_at=time.time(), ms=0.0)
+        return _record(stage, tjob, key, result)
     result = run_tool_call(rt.tools, call, tjob.arguments,
                            timeout_s=min(s.tool_timeout_s, max(0.5, stage.remaining())),
                            max_chars=s.tool_result_max_chars)
-    rt.redis.set(key, result.model_dump_json(), ex=s.turn_ttl_s)
+    return _record(stage, tjob, key, result)
+
+
+def _record(stage: Stage, tjob: ToolCallJob, key: str, result: ToolOutcome) -> dict[str, Any]:
+    """Keep the outcome (a redelivered call returns it) and report it."""
+    stage.rt.redis.set(key, result.model_dump_json(), ex=stage.rt.settings.turn_ttl_s)
     stage.emit("tool-end", {
         "call_id": result.call_id, "name": result.name, "arguments": result.arguments,
         "ok": result.ok, "step": tjob.step, "ms": result.ms, "started_at": result.started_at,
@@ -45,8 +61,6 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
 
 
 def _skipped(job: ToolCallJob) -> ToolOutcome:
-    import time
-
     return ToolOutcome(call_id=job.call_id, name=job.name, arguments=job.arguments, ok=False,
                        content="Error: the turn ended before this tool ran.",
                        error_code="turn-ended", started_at=time.time(), ms=0.0)

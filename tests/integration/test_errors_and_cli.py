@@ -1,0 +1,166 @@
+"""Missing keys, provider retries, the CLI, and ``voxqueue up`` with Flower behind auth."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT, SPEECH, System, free_port, system_env
+
+pytestmark = pytest.mark.integration
+VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
+
+
+@pytest.fixture(scope="module")
+def keyless(redis_server, tmp_path_factory):
+    """A system whose workers are told to use the cloud providers but have no keys."""
+    url = redis_server.url[:-1] + "5"
+    env = system_env(url, None, VOXQUEUE_STT="openai", VOXQUEUE_LLM="openai",
+                     VOXQUEUE_TTS="elevenlabs")
+    system = System(env, tmp_path_factory.mktemp("keyless-logs"), beat=False)
+    system.sup.start("worker-all", system.sup.worker_argv(
+        ["stt", "agent", "tools", "tts"], name="all", concurrency=4))
+    system.sup.wait_for_workers(["stt", "agent", "tools", "tts"])
+    yield system
+    system.stop()
+
+
+def test_missing_llm_key_is_a_clear_error_naming_the_variable(keyless):
+    result = keyless.client().ask("hello", session="nokey").wait(timeout=30)
+    assert result.status == "error"
+    assert result.error is not None and result.error["code"] == "missing-key"
+    assert "OPENAI_API_KEY" in result.error["message"]
+
+
+def test_missing_stt_key_is_a_clear_error(keyless):
+    result = keyless.client().say(SPEECH / "command_time.wav").wait(timeout=30)
+    assert result.error is not None and result.error["code"] == "missing-key"
+    assert "OPENAI_API_KEY" in result.error["message"]
+
+
+def test_cli_failed_turn_exits_non_zero_with_code_and_message(keyless):
+    proc = subprocess.run([*VOXQUEUE, "ask", "hello", "--json", "--no-speak"],
+                          env=keyless.env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert json.loads(proc.stdout)["status"] == "error"
+    assert "missing-key" in proc.stderr and "OPENAI_API_KEY" in proc.stderr
+
+
+def test_cli_ask_json_prints_the_whole_turn(system, fake, tmp_path):
+    fake.script_chat(
+        {"match": "sum", "tool_calls": [{"name": "calculate",
+                                         "arguments": {"expression": "12 * 13"}}]},
+        {"after_tool": True, "content": "It is 156."})
+    out = tmp_path / "reply.wav"
+    proc = subprocess.run([*VOXQUEUE, "ask", "what is the sum", "--json", "--session", "cli",
+                           "--audio-out", str(out)],
+                          env=system.env, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert set(data) >= {"turn_id", "session_id", "transcript", "reply", "tool_calls", "timings",
+                         "audio_path", "status"}
+    assert data["session_id"] == "cli" and data["status"] == "ok"
+    assert data["reply"] == "It is 156."
+    assert data["tool_calls"][0]["name"] == "calculate"
+    assert data["tool_calls"][0]["result"] == "12 * 13 = 156"
+    assert data["tool_calls"][0]["ms"] >= 0
+    assert {"llm", "tools", "tts", "total"} <= set(data["timings"])
+    assert Path(data["audio_path"]) == out and out.stat().st_size > 1000
+
+
+def test_cli_say_and_bad_input(system, fake, tmp_path):
+    fake.script_transcripts("what is the weather")
+    proc = subprocess.run([*VOXQUEUE, "say", str(SPEECH / "command_weather_paris.wav"),
+                           "--json"], env=system.env, cwd=ROOT, capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["transcript"] == "what is the weather"
+    junk = tmp_path / "junk.wav"
+    junk.write_bytes(b"this is not audio at all")
+    bad = subprocess.run([*VOXQUEUE, "say", str(junk)], env=system.env, cwd=ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "audio-invalid" in bad.stderr
+
+
+def test_429_retry_after_is_honoured(client, fake):
+    fake.inject("chat", status=429, headers={"retry-after-ms": "400"})
+    result = client.ask("hello again", session="retry", speak=False).wait(timeout=30)
+    assert result.status == "ok", result.error
+    chats = fake.requests_for("chat")
+    assert [r["status"] for r in chats] == [429, 200]
+    assert chats[1]["ts"] - chats[0]["ts"] >= 0.4
+
+
+def test_a_burst_of_5xx_is_retried_with_backoff(client, fake):
+    fake.inject("chat", status=503, times=2)
+    fake.inject("tts", status=500)
+    result = client.ask("hello burst", session="burst").wait(timeout=30)
+    assert result.status == "ok", result.error
+    assert [r["status"] for r in fake.requests_for("chat")] == [503, 503, 200]
+    assert [r["status"] for r in fake.requests_for("tts")] == [500, 200]
+
+
+def test_a_provider_that_stays_down_ends_the_turn_with_an_apology(client, fake):
+    fake.inject("chat", status=500, times=50)
+    turn = client.ask("anyone there", session="down")
+    result = turn.wait(timeout=60)
+    assert result.status == "error"
+    assert result.error is not None and result.error["code"] == "llm-failed"
+    assert len(fake.requests_for("chat")) == client.settings.provider_max_attempts
+    assert result.reply and result.reply.startswith("Sorry")
+    assert len(turn.audio()) > 0
+
+
+def _get(url: str, auth: tuple[str, str] | None = None) -> int:
+    request = urllib.request.Request(url)
+    if auth:
+        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=2) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (urllib.error.URLError, OSError):
+        return 0
+
+
+def test_up_starts_embedded_redis_workers_beat_and_flower_behind_auth(tmp_path):
+    flower_port = free_port()
+    dead_port = free_port()
+    env = system_env(f"redis://127.0.0.1:{dead_port}/0", None,
+                     VOXQUEUE_FLOWER_PORT=str(flower_port), VOXQUEUE_FLOWER_USER="ops",
+                     VOXQUEUE_FLOWER_PASSWORD="s3cret-pw")
+    proc = subprocess.Popen([*VOXQUEUE, "up"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        base = f"http://127.0.0.1:{flower_port}"
+        deadline = time.time() + 60
+        status = 0
+        while time.time() < deadline:
+            status = _get(f"{base}/api/workers", ("ops", "s3cret-pw"))
+            if status == 200:
+                break
+            time.sleep(0.5)
+        assert status == 200
+        assert _get(f"{base}/api/workers") == 401
+        assert _get(f"{base}/", ("ops", "wrong")) == 401
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0, output
+    assert "embedded Redis" in output
+    assert "s3cret-pw" not in output
+    assert _get(f"http://127.0.0.1:{flower_port}/") == 0  # Flower stopped with it
+    leftover = subprocess.run(["pgrep", "-f", "-s", str(proc.pid)], capture_output=True)
+    assert leftover.stdout.strip() == b"", "children outlived Ctrl-C"

@@ -1,0 +1,74 @@
+"""Worker process hooks: JSON logs, and providers built before the first task, not during it."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import structlog
+from celery.signals import setup_logging, worker_process_init, worker_ready
+
+log = structlog.get_logger("voxqueue.worker")
+
+
+@setup_logging.connect
+def configure_logging(loglevel: Any = None, **_: Any) -> None:
+    """One JSON object per line, for Celery's own records and ours alike."""
+    from voxqueue.settings import get_settings
+
+    level = loglevel if isinstance(loglevel, int) else getattr(
+        logging, str(loglevel or get_settings().log_level).upper(), logging.INFO)
+    shared: list[Any] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.stdlib.add_log_level,
+        structlog.stdlib.add_logger_name,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=shared,
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info,
+                    structlog.processors.JSONRenderer()]))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("httpx", "httpcore", "httpx2"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def warm_up() -> None:
+    """Build the providers of the queues this worker consumes, so no task pays for it."""
+    from workers.app import app
+
+    queues = set(app.amqp.queues.consume_from or ())
+    rt = app.runtime
+    wanted = {"stt": ("transcriber",), "agent": ("tools", "chat_model"), "tools": ("tools",),
+              "tts": ("synthesizer",)}
+    for queue in sorted(queues):
+        for attr in wanted.get(queue, ()):
+            try:
+                getattr(rt, attr)
+            except Exception as exc:  # a missing key is reported per turn, not fatal here
+                log.warning("provider not ready", queue=queue, provider=attr, error=str(exc))
+    log.info("worker warmed up", queues=sorted(queues))
+
+
+@worker_process_init.connect
+def _warm_child(**_: Any) -> None:
+    warm_up()
+
+
+@worker_ready.connect
+def _warm_main(sender: Any = None, **_: Any) -> None:
+    controller = getattr(sender, "controller", None)
+    pool_cls = getattr(controller, "pool_cls", None)
+    if "prefork" not in f"{getattr(pool_cls, '__module__', '')}":
+        warm_up()
