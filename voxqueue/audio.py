@@ -69,6 +69,8 @@ def read_wav(data: bytes, *, max_bytes: int, max_seconds: float) -> Pcm:
     usable = len(frames) - len(frames) % (width * channels)
     if usable == 0:
         raise AudioError("audio-invalid", "the WAV file holds no samples (empty or truncated)")
+    if (channels, width, rate) == (1, SAMPLE_WIDTH, SAMPLE_RATE):
+        return Pcm(data=frames[:usable])
     samples = _to_float(frames[:usable], width).reshape(-1, channels).mean(axis=1)
     return Pcm(data=_float_to_pcm16(resample(samples, rate, SAMPLE_RATE)))
 

@@ -98,6 +98,9 @@ class Settings(BaseSettings):
     """Comma-separated modules whose tools workers load at start."""
     tool_timeout_s: float = 10.0
     tool_result_max_chars: int = 4000
+    timezone: str = ""
+    """IANA zone of the people using the assistant ("at 18:30", "what time is it");
+    empty: the machine's local zone."""
     tools_allow: str = ""
     """Comma-separated tool names: when set, only these are offered."""
     tools_deny: str = ""

@@ -84,7 +84,8 @@ class Tool:
             if pname not in hints:
                 raise TypeError(f"tool {name}: parameter {pname!r} needs a type hint")
             default = ... if param.default is inspect.Parameter.empty else param.default
-            fields[pname] = (hints[pname], Field(default, description=described.get(pname)))
+            text = described.get(pname)
+            fields[pname] = (hints[pname], Field(default, description=text) if text else default)
         model = create_model(  # type: ignore[call-overload]
             f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
         description = " ".join(

@@ -1,0 +1,73 @@
+"""Message builders, the sentence splitter and result assembly."""
+
+from __future__ import annotations
+
+import pytest
+
+from voxqueue.contracts import ToolOutcome, TurnEvent, TurnSpec
+from voxqueue.result import assemble
+from voxqueue.turns import StreamEntry
+from workers.agent import messages as msg
+from workers.agent.sentences import SentenceSplitter, split_sentences
+
+
+def test_builders_make_openai_shaped_messages():
+    assert msg.system("s") == {"role": "system", "content": "s"}
+    assert msg.user("u") == {"role": "user", "content": "u"}
+    call = msg.assistant_tool_calls([{"id": "c1", "name": "f", "arguments": "{}"}])
+    assert call["tool_calls"] == [
+        {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    assert call["content"] is None
+    assert msg.tool_result("c1", "ok") == {"role": "tool", "tool_call_id": "c1", "content": "ok"}
+    assert msg.tool_error("c1", "bad")["content"] == "Error: bad"
+    failed = ToolOutcome(call_id="c2", name="f", arguments={}, ok=False, content="Error: x",
+                         started_at=0, ms=1)
+    assert msg.from_outcome(failed) == {"role": "tool", "tool_call_id": "c2",
+                                        "content": "Error: x"}
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("Hello there. How are you today?", ["Hello there.", "How are you today?"]),
+    ("It is 3.5 degrees. Take a coat!", ["It is 3.5 degrees.", "Take a coat!"]),
+    ("Ask Dr. Smith about it. He knows.", ["Ask Dr. Smith about it.", "He knows."]),
+    ("No punctuation at all", ["No punctuation at all"]),
+    ("", []),
+])
+def test_split_sentences(text, expected):
+    assert split_sentences(text) == expected
+
+
+def test_splitter_yields_sentences_as_text_streams():
+    s = SentenceSplitter()
+    assert s.feed("The weather in Paris is ") == []
+    assert s.feed("sunny. Tomorrow it ") == ["The weather in Paris is sunny."]
+    assert s.feed("will rain.") == []
+    assert s.flush() == ["Tomorrow it will rain."]
+
+
+def test_assemble_orders_audio_by_sequence_and_keeps_the_last_attempt():
+    spec = TurnSpec(turn_id="turn-0001", session_id="s", input="text", text="hi",
+                    created_at=100.0, deadline=160.0)
+
+    def entry(type_, ts, pcm=None, **data):
+        return StreamEntry(id="0", event=TurnEvent(type=type_, turn_id="turn-0001", ts=ts,
+                                                   data=data), pcm=pcm)
+
+    entries = [
+        entry("run-start", 100.0),
+        entry("llm-end", 100.5, ms=400.0),
+        entry("reply", 100.6, text="One. Two."),
+        entry("tts-start", 100.7, seq=1),
+        entry("tts-chunk", 100.8, b"B1", seq=1, idx=0, attempt=1),
+        entry("tts-chunk", 100.9, b"A1", seq=0, idx=0, attempt=1),
+        entry("tts-chunk", 101.0, b"a2", seq=0, idx=0, attempt=2),   # redelivered sentence 0
+        entry("tts-chunk", 101.1, b"b2", seq=0, idx=1, attempt=2),
+        entry("tts-end", 101.2, seq=0),
+        entry("run-end", 101.5, status="ok"),
+    ]
+    result, pcm = assemble(spec, entries)
+    assert pcm == b"a2b2B1"
+    assert result.status == "ok" and result.reply == "One. Two." and result.transcript == "hi"
+    assert result.timings["total"] == pytest.approx(1500.0)
+    assert result.timings["first_audio"] == pytest.approx(800.0)
+    assert result.timings["llm"] == 400.0
