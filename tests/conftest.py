@@ -194,4 +194,4 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  
             report.sections.append(("worker logs", sys_.logs()))
 
 
-__all__ = ["ROOT", "SPEECH", "RedisServer", "System", "free_port", "system_env", "sys"]
+__all__ = ["ROOT", "SPEECH", "RedisServer", "System", "free_port", "sys", "system_env"]

@@ -124,7 +124,7 @@ def worker(
     except ValueError as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(2) from exc
-    os.execv(argv[0], argv)
+    os.execv(argv[0], argv)  # noqa: S606 (replace this process with the worker)
 
 
 @app.command()
@@ -167,6 +167,20 @@ def up(
     finally:
         out.print("Stopping…")
         sup.stop_all()
+
+
+@app.command()
+def demo(
+    wav: Annotated[Path | None, typer.Argument(help="A WAV question (default: a sample).")] =
+        None,
+    audio_out: Annotated[Path, typer.Option("--audio-out")] = Path("out/reply.wav"),
+) -> None:
+    """Start everything on this machine, answer one spoken question, write the reply WAV."""
+    from voxqueue.demo import run_demo
+
+    result = run_demo(get_settings(), wav, audio_out, out, log_dir=Path("out/logs"))
+    if result.status != "ok":
+        raise typer.Exit(1)
 
 
 def main() -> None:

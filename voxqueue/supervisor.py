@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -157,10 +158,8 @@ class Supervisor:
 
     def stop(self, proc: Proc, timeout: float = 15.0) -> None:
         if proc.popen.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.popen.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
             try:
                 proc.popen.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -172,10 +171,8 @@ class Supervisor:
     def stop_all(self, timeout: float = 15.0) -> None:
         for proc in list(self.procs):
             if proc.popen.poll() is None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.popen.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
         deadline = time.time() + timeout
         for proc in list(self.procs):
             try:

@@ -70,7 +70,7 @@ class TurnStore:
         pipe.execute()
 
     def spec(self, turn_id: str) -> TurnSpec:
-        raw = self.r.hget(self.keys.turn(turn_id), "spec")
+        raw: Any = self.r.hget(self.keys.turn(turn_id), "spec")
         if raw is None:
             raise TurnNotFound(f"turn {turn_id} is unknown or expired")
         return TurnSpec.model_validate_json(raw)
@@ -78,13 +78,14 @@ class TurnStore:
     def audio(self, spec: TurnSpec) -> bytes | None:
         if spec.audio_key is None:
             return None
-        data = self.r.get(spec.audio_key)
+        data: Any = self.r.get(spec.audio_key)
         return bytes(data) if data is not None else None
 
     def read(self, turn_id: str, last_id: str = "0", block_ms: int | None = None,
              count: int = 500) -> list[StreamEntry]:
         """Entries after ``last_id``; waits up to ``block_ms`` when there are none yet."""
-        answer = self.r.xread({self.keys.events(turn_id): last_id}, count=count, block=block_ms)
+        answer: Any = self.r.xread({self.keys.events(turn_id): last_id}, count=count,
+                                   block=block_ms)
         entries: list[StreamEntry] = []
         for _stream, items in answer or []:
             for entry_id, fields in items:
@@ -93,7 +94,8 @@ class TurnStore:
 
     def history(self, turn_id: str) -> Iterator[StreamEntry]:
         """Every entry written so far, oldest first."""
-        for entry_id, fields in self.r.xrange(self.keys.events(turn_id)):
+        items: Any = self.r.xrange(self.keys.events(turn_id))
+        for entry_id, fields in items:
             yield _parse_entry(entry_id, fields)
 
     # -- writing -----------------------------------------------------------------------------
@@ -158,7 +160,7 @@ class TurnStore:
     def overdue(self, now: float | None = None, limit: int = 100) -> list[str]:
         """Turns still active after their deadline."""
         when = time.time() if now is None else now
-        ids = self.r.zrangebyscore(self.keys.active_turns(), "-inf", when, start=0, num=limit)
+        ids: Any = self.r.zrangebyscore(self.keys.active_turns(), "-inf", when, start=0, num=limit)
         return [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
 
 

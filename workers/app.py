@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from workers.runtime.resources import Runtime
 
 
-class VoxCelery(Celery):  # type: ignore[misc]
+class VoxCelery(Celery):
     """A Celery app that owns the worker process's shared resources (clients, models)."""
 
     @cached_property

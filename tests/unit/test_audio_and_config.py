@@ -67,7 +67,7 @@ def test_limits_on_size_and_duration():
     with pytest.raises(AudioError, match="VOXQUEUE_MAX_AUDIO_SECONDS") as err:
         read_wav(data, max_bytes=10**9, max_seconds=1.0)
     assert err.value.code == "audio-too-long"
-    with pytest.raises(AudioError, match="audio-too-long|over the limit"):
+    with pytest.raises(AudioError, match=r"over the limit"):
         from_pcm(b"\0\0" * 16000 * 3, max_bytes=10**9, max_seconds=2.0)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from celery import chord
 
@@ -38,7 +39,7 @@ def acquire_session(stage: Stage, job: AgentStep) -> bool:
     ttl = max(1, int(stage.remaining()) + 5)
     if rt.redis.set(key, spec.turn_id.encode(), nx=True, ex=ttl):
         return True
-    holder = rt.redis.get(key)
+    holder: Any = rt.redis.get(key)
     if holder is not None and holder.decode() == spec.turn_id:
         return True
     from workers.app import app
@@ -66,8 +67,8 @@ def start_turn(stage: Stage) -> None:
     if spec.input == "text":
         text = spec.text or ""
     else:
-        raw = rt.redis.hget(rt.keys.turn(spec.turn_id), "transcript")
-        text = raw.decode() if raw else ""
+        said: Any = rt.redis.hget(rt.keys.turn(spec.turn_id), "transcript")
+        text = said.decode() if said else ""
     opening.append(msg.user(text))
     history.extend(opening)
     stage.emit("agent-step", {"step": 0, "alerts": len(pending), "transcript": text})

@@ -1,4 +1,4 @@
-"""Cutting reply text into sentences, incrementally, so each can be spoken as soon as it is whole."""
+"""Cutting reply text into sentences as it streams, so each is spoken as soon as it is whole."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ log = structlog.get_logger("voxqueue.monitor")
 
 @app.task(name=MONITOR_SWEEP, time_limit=TIME_LIMITS["monitor"], expires=10)
 def sweep_turns() -> int:
-    """End every active turn past its deadline with a timeout error (a lost task cannot hang one)."""
+    """End every active turn past its deadline with a timeout error: no lost task hangs a turn."""
     store = app.runtime.store
     ended = 0
     for turn_id in store.overdue():

@@ -48,7 +48,7 @@ class Runtime:
         with self._lock:
             if name not in self._built:
                 self._built[name] = build()
-            return self._built[name]  # type: ignore[no-any-return]
+            return self._built[name]  # type: ignore[no-any-return,unused-ignore]
 
     @property
     def transcriber(self) -> Transcriber:

@@ -9,7 +9,8 @@ import time
 from collections.abc import Callable
 from typing import TypeVar
 
-from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt
+from tenacity import RetryCallState, Retrying, retry_if_exception, stop_after_attempt, stop_any
+from tenacity.stop import stop_base
 from tenacity.wait import wait_random_exponential
 
 T = TypeVar("T")
@@ -43,21 +44,28 @@ def call_with_retry(fn: Callable[[], T], *, attempts: int, base_s: float, cap_s:
             return exc.retry_after
         return float(jitter(state))
 
-    def stop_at_deadline(state: RetryCallState) -> bool:
-        nxt = state.upcoming_sleep if state.upcoming_sleep else 0.0
-        return time.time() + nxt >= deadline
 
     def retryable(exc: BaseException) -> bool:
         return isinstance(exc, ProviderError) and exc.retryable and (
             exc.retry_after is None or exc.retry_after <= MAX_RETRY_AFTER_S)
 
     retrying = Retrying(
-        stop=stop_after_attempt(max(1, attempts)) | stop_at_deadline,
+        stop=stop_any(stop_after_attempt(max(1, attempts)), _StopAtDeadline(deadline)),
         wait=wait,
         retry=retry_if_exception(retryable),
         reraise=True,
     )
     return retrying(fn)
+
+
+class _StopAtDeadline(stop_base):
+    """Stop when the next attempt would start after the deadline."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+
+    def __call__(self, state: RetryCallState) -> bool:
+        return time.time() + (state.upcoming_sleep or 0.0) >= self.deadline
 
 
 def retry_after_seconds(headers: object) -> float | None:

@@ -86,7 +86,7 @@ class Tool:
             default = ... if param.default is inspect.Parameter.empty else param.default
             text = described.get(pname)
             fields[pname] = (hints[pname], Field(default, description=text) if text else default)
-        model = create_model(  # type: ignore[call-overload]
+        model = create_model(
             f"{name}_args", __config__=ConfigDict(extra="forbid"), **fields)
         description = " ".join(
             part for part in (doc.short_description, doc.long_description) if part

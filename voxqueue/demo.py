@@ -1,0 +1,82 @@
+"""``voxqueue demo``: start a whole system on this machine, ask one spoken question, show it all."""
+
+from __future__ import annotations
+
+import time
+from importlib import resources
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from voxqueue.client import Client
+from voxqueue.contracts import TurnResult
+from voxqueue.settings import QUEUES, Settings
+from voxqueue.supervisor import Supervisor
+
+SAMPLE = "what_is_twelve_times_thirteen.wav"
+
+
+def sample_path() -> Path:
+    """The spoken question shipped with the package."""
+    return Path(str(resources.files("voxqueue") / "samples" / SAMPLE))
+
+
+def providers_in_use(settings: Settings) -> dict[str, str]:
+    """Which provider each stage will pick, as ``auto`` resolves it."""
+    stt = settings.stt if settings.stt != "auto" else (
+        "openai" if settings.openai_api_key else "pocketsphinx (offline)")
+    llm = settings.llm if settings.llm != "auto" else (
+        "openai" if settings.openai_api_key or settings.openai_base_url
+        else "local intents (offline)")
+    tts = settings.tts if settings.tts != "auto" else (
+        "elevenlabs" if settings.elevenlabs_api_key else "piper (offline)")
+    return {"stt": stt, "llm": llm, "tts": tts}
+
+
+def run_demo(settings: Settings, wav: Path | None, audio_out: Path, console: Console,
+             log_dir: Path) -> TurnResult:
+    """Start Redis (embedded if needed) and the workers, run one spoken turn, stop everything."""
+    sup = Supervisor(settings, log_dir=log_dir)
+    wav = wav or sample_path()
+    try:
+        with console.status("Checking Redis…") as status:
+            _url, embedded = sup.ensure_redis()
+            console.print(("[yellow]No Redis answered: started an embedded one[/] "
+                           if embedded else "Redis: ") + sup.describe_redis())
+            for stage, name in providers_in_use(sup.settings).items():
+                console.print(f"  {stage}: {name}")
+            status.update("Starting a worker per queue and loading models…")
+            started = time.time()
+            sup.start_workers(queues=QUEUES)
+            sup.wait_for_workers(QUEUES, timeout=120)
+            console.print(f"Workers ready in {time.time() - started:.1f} s "
+                          f"(logs in {log_dir})")
+            status.update(f"Asking: {wav.name}…")
+            with Client(sup.settings) as client:
+                turn = client.say(wav, session="demo")
+                for entry in turn.events():
+                    ev = entry.event
+                    if ev.type == "stt-end":
+                        console.print(f"[bold]You said:[/] {ev.data.get('text')}")
+                        status.update("Thinking…")
+                    elif ev.type == "tool-end":
+                        console.print(f"  [cyan]tool[/] {ev.data.get('name')} → "
+                                      f"{ev.data.get('result') or ev.data.get('error')}")
+                    elif ev.type == "reply":
+                        console.print(f"[bold]Assistant:[/] {ev.data.get('text')}")
+                        status.update("Speaking…")
+                result = turn.wait()
+                if turn.audio():
+                    result.audio_path = str(turn.save_audio(audio_out))
+    finally:
+        sup.stop_all()
+    table = Table("stage", "ms", title="Time per stage")
+    for stage, ms in result.timings.items():
+        table.add_row(stage, f"{ms:.0f}")
+    console.print(table)
+    if result.audio_path:
+        console.print(f"Reply audio: {result.audio_path}")
+    if result.status != "ok" and result.error:
+        console.print(f"[red]error {result.error['code']}[/]: {result.error['message']}")
+    return result
