@@ -70,3 +70,24 @@ class Keys:
     def announcements(self, device: str) -> str:
         """Stream: what the server says to a device unasked (timers, alerts)."""
         return f"{self.prefix}:device:{device}:announce"
+
+    # -- tools' own state (owner: the device that asked, else the session) -------------------
+    def timers_due(self) -> str:
+        """Sorted set: pending timer and reminder ids scored by due time (epoch seconds)."""
+        return f"{self.prefix}:timers:due"
+
+    def timer_items(self) -> str:
+        """Hash: timer id -> its JSON (what to announce, to whom)."""
+        return f"{self.prefix}:timers:items"
+
+    def owner_timers(self, owner: str) -> str:
+        """Sorted set: one owner's pending timer ids, by due time."""
+        return f"{self.prefix}:owner:{owner}:timers"
+
+    def memory(self, owner: str) -> str:
+        """Hash: fact id -> JSON of a fact the owner asked to be remembered."""
+        return f"{self.prefix}:owner:{owner}:memory"
+
+    def recent_turn_ms(self) -> str:
+        """List: durations (ms) of the most recently ended turns, newest first."""
+        return f"{self.prefix}:turns:recent-ms"

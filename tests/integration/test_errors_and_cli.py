@@ -164,3 +164,21 @@ def test_up_starts_embedded_redis_workers_beat_and_flower_behind_auth(tmp_path):
     assert _get(f"http://127.0.0.1:{flower_port}/") == 0  # Flower stopped with it
     leftover = subprocess.run(["pgrep", "-f", "-s", str(proc.pid)], capture_output=True)
     assert leftover.stdout.strip() == b"", "children outlived Ctrl-C"
+
+
+def test_a_broken_worker_setup_ends_the_turn_at_once_with_a_clear_error(
+        redis_server, fake_providers, tmp_path):
+    """A bug or misconfiguration inside a stage ends the turn with an error, not a timeout."""
+    env = system_env(redis_server.url[:-1] + "6", fake_providers,
+                     VOXQUEUE_TOOL_MODULES="no_such_tool_module")
+    system = System(env, tmp_path, beat=False)
+    try:
+        system.sup.start("worker-all", system.sup.worker_argv(
+            ["stt", "agent", "tools", "tts"], name="broken", concurrency=4))
+        system.sup.wait_for_workers(["stt", "agent", "tools", "tts"])
+        result = system.client().ask("hello", speak=False, deadline_s=30).wait(timeout=40)
+    finally:
+        system.stop()
+    assert result.status == "error"
+    assert result.error is not None and result.error["code"] == "internal-error"
+    assert "no_such_tool_module" in result.error["message"]

@@ -23,11 +23,12 @@ def step(self: Task, job: dict[str, Any]) -> None:
     stage = begin(self, ajob, "agent")
     if stage is None:
         return
-    if ajob.step == 1:
-        if not acquire_session(stage, ajob):
-            return
-        start_turn(stage)
-    run_step(stage, ajob)
+    with stage.guard():
+        if ajob.step == 1:
+            if not acquire_session(stage, ajob):
+                return
+            start_turn(stage)
+        run_step(stage, ajob)
 
 
 @app.task(name=AGENT_RESUME, bind=True, **_LIMITS)
@@ -37,7 +38,8 @@ def resume(self: Task, outcomes: list[dict[str, Any]], job: dict[str, Any]) -> N
     stage = begin(self, ajob, "agent")
     if stage is None:
         return
-    results = [ToolOutcome.model_validate(o) for o in outcomes]
-    if stage.rt.store.once(ajob.turn_id, f"tools-{ajob.step - 1}"):
-        history_of(stage).extend(msg.from_outcome(r) for r in results)
-    run_step(stage, ajob)
+    with stage.guard():
+        results = [ToolOutcome.model_validate(o) for o in outcomes]
+        if stage.rt.store.once(ajob.turn_id, f"tools-{ajob.step - 1}"):
+            history_of(stage).extend(msg.from_outcome(r) for r in results)
+        run_step(stage, ajob)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import structlog
 from celery import Task
+from celery.exceptions import SoftTimeLimitExceeded
 
 from voxqueue.contracts import ErrorCode, EventType, TtsJob, TurnSpec
 from voxqueue.contracts.jobs import _Job
@@ -88,6 +90,22 @@ class Stage:
                              end_status="error", enqueued_at=time.time()))
             return
         store.finish(self.spec, "error", (code, message))
+
+    @contextmanager
+    def guard(self) -> Iterator[None]:
+        """End the turn with an error when the stage's code fails unexpectedly.
+
+        Without this a bug would leave the turn silent until the deadline sweeper ends it.
+        """
+        try:
+            yield
+        except SoftTimeLimitExceeded:
+            self.fail(ErrorCode.TIMEOUT, f"the {self.queue} stage hit its time limit",
+                      apologize=False)
+        except Exception as exc:
+            self.log.exception("stage failed", error=str(exc))
+            self.fail(ErrorCode.INTERNAL,
+                      f"the {self.queue} stage failed: {exc.__class__.__name__}: {exc}")
 
     def send(self, job: _Job, task_name: str | None = None) -> None:
         """Hand the turn to the next stage."""

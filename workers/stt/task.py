@@ -12,7 +12,7 @@ from voxqueue.contracts import AgentStep, ErrorCode, SttJob
 from voxqueue.settings import MissingKeyError
 from workers.app import app
 from workers.runtime.retry import ProviderError
-from workers.runtime.stage import begin
+from workers.runtime.stage import Stage, begin
 
 
 @app.task(name=STT_TRANSCRIBE, bind=True, time_limit=TIME_LIMITS["stt"],
@@ -23,6 +23,11 @@ def transcribe(self: Task, job: dict[str, Any]) -> None:
     stage = begin(self, sjob, "stt")
     if stage is None:
         return
+    with stage.guard():
+        _transcribe(stage, sjob)
+
+
+def _transcribe(stage: Stage, sjob: SttJob) -> None:
     rt = stage.rt
     pcm = rt.store.audio(stage.spec)
     if not pcm:

@@ -33,7 +33,10 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
     call = ToolCall(turn_id=tjob.turn_id, session_id=stage.spec.session_id,
                     device=stage.spec.device, call_id=tjob.call_id, name=tjob.name)
     s = rt.settings
-    tool = rt.tools.get(tjob.name)
+    try:
+        tool = rt.tools.get(tjob.name)
+    except Exception:
+        tool = None
     if tool is not None and tool.side_effects and not rt.store.once(
             tjob.turn_id, f"tool-claim:{tjob.call_id}"):
         # Delivered again after a crash mid-call: the action may have happened; never repeat it.
@@ -43,9 +46,16 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
                     "not repeated. Check its state before trying again.",
             error_code="not-repeated", started_at=time.time(), ms=0.0)
         return _record(stage, tjob, key, result)
-    result = run_tool_call(rt.tools, call, tjob.arguments,
-                           timeout_s=min(s.tool_timeout_s, max(0.5, stage.remaining())),
-                           max_chars=s.tool_result_max_chars)
+    try:
+        result = run_tool_call(rt.tools, call, tjob.arguments,
+                               timeout_s=min(s.tool_timeout_s, max(0.5, stage.remaining())),
+                               max_chars=s.tool_result_max_chars)
+    except Exception as exc:  # e.g. the tool registry failed to load: still answer the chord
+        stage.log.exception("tool call failed", tool=tjob.name)
+        result = ToolOutcome(call_id=tjob.call_id, name=tjob.name, arguments=tjob.arguments,
+                             ok=False, content=f"Error: the tools service failed: "
+                             f"{exc.__class__.__name__}: {exc}", error_code="tools-failed",
+                             started_at=time.time(), ms=0.0)
     return _record(stage, tjob, key, result)
 
 

@@ -12,7 +12,7 @@ from voxqueue.contracts import ErrorCode, TtsJob
 from voxqueue.settings import MissingKeyError
 from workers.app import app
 from workers.runtime.retry import ProviderError
-from workers.runtime.stage import begin
+from workers.runtime.stage import Stage, begin
 
 
 @app.task(name=TTS_SPEAK, bind=True, time_limit=TIME_LIMITS["tts"],
@@ -23,6 +23,11 @@ def speak(self: Task, job: dict[str, Any]) -> None:
     stage = begin(self, tjob, "tts")
     if stage is None:
         return
+    with stage.guard():
+        _speak(stage, tjob)
+
+
+def _speak(stage: Stage, tjob: TtsJob) -> None:
     rt = stage.rt
     started = time.time()
     stage.emit("tts-start", {"seq": tjob.seq, "queue_ms": stage.queue_ms(tjob),

@@ -1,0 +1,89 @@
+"""The benchmark harness: a private Redis, the fake providers and real worker processes."""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import RedisServer, system_env
+from tests.fakes import FakeProviders
+from voxqueue.client import Client
+from voxqueue.settings import QUEUES, Settings
+from voxqueue.supervisor import Supervisor
+from voxqueue.turns import StreamEntry
+
+
+@dataclass
+class BenchSystem:
+    fake: FakeProviders
+    sup: Supervisor
+    client: Client
+
+
+@contextmanager
+def bench_system(profile: Mapping[str, float] | None = None,
+                 pools: Mapping[str, tuple[str, int]] | None = None,
+                 queues: Sequence[str] = QUEUES, **env: str) -> Iterator[BenchSystem]:
+    """Start everything; stop it all on exit."""
+    redis_server = RedisServer()
+    redis_server.start()
+    try:
+        with FakeProviders() as fake:
+            if profile:
+                fake.set_profile(**profile)
+            full_env = system_env(redis_server.url, fake, VOXQUEUE_LOG_LEVEL="WARNING", **env)
+            settings = Settings(_env_file=None, redis_url=redis_server.url)  # type: ignore[call-arg]
+            sup = Supervisor(settings, env=full_env,
+                             log_dir=Path(tempfile.mkdtemp(prefix="vq-bench-")))
+            try:
+                sup.start_workers(pools=pools, queues=queues)
+                sup.wait_for_workers(queues, timeout=120)
+                with Client(settings) as client:
+                    yield BenchSystem(fake, sup, client)
+            finally:
+                sup.stop_all()
+    finally:
+        redis_server.stop()
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    if len(values) == 1:
+        return values[0]
+    return statistics.quantiles(values, n=100, method="inclusive")[int(p) - 1]
+
+
+def turn_breakdown(entries: Sequence[StreamEntry]) -> dict[str, Any]:
+    """End-to-end time, time inside providers and tools, and queue waits, from one turn's events.
+
+    Tools of one step run in parallel: a step counts for its longest call. Sentences of one reply
+    may be synthesized in parallel: TTS counts from the first tts-start to the last tts-end.
+    """
+    by_type: dict[str, list[StreamEntry]] = {}
+    for e in entries:
+        by_type.setdefault(e.event.type, []).append(e)
+    start = by_type["run-start"][0].event.ts
+    end = by_type["run-end"][0].event.ts
+    stt = sum(float(e.event.data.get("ms", 0)) for e in by_type.get("stt-end", []))
+    llm = sum(float(e.event.data.get("ms", 0)) for e in by_type.get("llm-end", []))
+    steps: dict[int, float] = {}
+    for e in by_type.get("tool-end", []):
+        step = int(e.event.data.get("step", 0))
+        steps[step] = max(steps.get(step, 0.0), float(e.event.data.get("ms", 0)))
+    tools = sum(steps.values())
+    tts = 0.0
+    if by_type.get("tts-start") and by_type.get("tts-end"):
+        tts = (max(e.event.ts for e in by_type["tts-end"])
+               - min(e.event.ts for e in by_type["tts-start"])) * 1000
+    hops = [float(e.event.data["queue_ms"]) for e in entries if "queue_ms" in e.event.data]
+    e2e = (end - start) * 1000
+    first_audio = next((e.event.ts for e in entries if e.event.type == "tts-chunk"), None)
+    return {"e2e_ms": e2e, "inside_ms": stt + llm + tools + tts,
+            "overhead_ms": e2e - (stt + llm + tools + tts), "hops_ms": hops,
+            "first_audio_ms": (first_audio - start) * 1000 if first_audio else None}
