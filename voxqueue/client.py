@@ -186,6 +186,45 @@ class Turn:
                 store.finish(self.spec, "timeout", (
                     ErrorCode.TIMEOUT, "no reply before the turn's deadline"))
 
+    def playback(self, timeout: float | None = None) -> Iterator[bytes]:
+        """The reply's PCM in speaking order, each chunk as soon as it can be played.
+
+        Sentences are synthesized in parallel and may finish out of order: a later sentence's
+        chunks wait until every earlier sentence has ended. When a sentence is synthesized again
+        (its task was redelivered), the chunks already played are skipped, so nothing is heard
+        twice.
+        """
+        next_seq = 0
+        played: dict[int, int] = {}  # seq -> chunks played
+        pending: dict[int, dict[int, bytes]] = {}  # seq -> idx -> pcm, not yet playable
+        ended: set[int] = set()
+
+        def drain() -> Iterator[bytes]:
+            nonlocal next_seq
+            while True:
+                chunks = pending.pop(next_seq, {})
+                for idx in sorted(chunks):
+                    if idx >= played.get(next_seq, 0):
+                        played[next_seq] = idx + 1
+                        yield chunks[idx]
+                if next_seq not in ended:
+                    return
+                next_seq += 1
+
+        for entry in self.events(timeout=timeout):
+            ev, data = entry.event, entry.event.data
+            if ev.type == "tts-chunk" and entry.pcm is not None:
+                pending.setdefault(int(data.get("seq", 0)), {})[int(data.get("idx", 0))] = \
+                    entry.pcm
+            elif ev.type == "tts-end":
+                ended.add(int(data.get("seq", 0)))
+            elif ev.type == "run-end":
+                ended.update(pending)
+                ended.update(range(next_seq, max([next_seq, *pending]) + 1))
+            else:
+                continue
+            yield from drain()
+
     def wait(self, timeout: float | None = None) -> TurnResult:
         """Block until the turn ends; return its result."""
         for _ in self.events(timeout=timeout):

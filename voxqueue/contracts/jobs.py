@@ -63,7 +63,3 @@ class TtsJob(_Job):
 
     seq: int = Field(ge=0)
     text: str = Field(min_length=1, max_length=20_000)
-    total: int | None = Field(default=None, ge=1)
-    """How many sentences the reply has, once known (set on every job of a complete reply)."""
-    end_status: Literal["ok", "error"] = "ok"
-    """The turn's status once every sentence is spoken (``error`` for a spoken apology)."""

@@ -10,14 +10,15 @@ from typing import Any
 from celery import chord
 
 from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TOOLS_RUN
-from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob, TtsJob
+from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
 from voxqueue.settings import MissingKeyError
 from workers.agent import messages as msg
 from workers.agent.history import History
 from workers.agent.providers import Answer, ToolCallRequest
-from workers.agent.sentences import split_sentences
+from workers.agent.speech import Speaker
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage
+from workers.tts import progress
 
 #: How long a turn waiting for its session's previous turn waits between tries, in seconds.
 SESSION_BUSY_RETRY_S = 0.2
@@ -109,15 +110,20 @@ def _answer(stage: Stage, step: int, history: History) -> Answer | None:
     rt, spec = stage.rt, stage.spec
     turn_key = rt.keys.turn(spec.turn_id)
     field = f"answer:{step}"
-    saved = rt.redis.hget(turn_key, field)
+    saved: Any = rt.redis.hget(turn_key, field)
     if saved is not None:
         data = json.loads(saved)
-        return Answer(text=data["text"], tool_calls=[ToolCallRequest(**c) for c in data["calls"]])
+        answer = Answer(text=data["text"],
+                        tool_calls=[ToolCallRequest(**c) for c in data["calls"]])
+        Speaker(stage, step).finish(answer.text)  # re-sends only what was never sent
+        return answer
+    speaker = Speaker(stage, step)
     try:
         model = rt.chat_model
         stage.emit("llm-start", {"step": step, "provider": model.name})
         started = time.perf_counter()
-        answer = model.complete(history.load(), rt.tools.schemas(), deadline=spec.deadline)
+        answer = model.complete(history.load(), rt.tools.schemas(), deadline=spec.deadline,
+                                on_text=speaker.on_text)
     except MissingKeyError as exc:
         rt.store.release_session(spec.session_id, spec.turn_id)
         stage.fail(ErrorCode.MISSING_KEY, str(exc))
@@ -133,6 +139,8 @@ def _answer(stage: Stage, step: int, history: History) -> Answer | None:
         "tool_calls": [c.as_dict() for c in answer.tool_calls]})
     rt.redis.hsetnx(turn_key, field, json.dumps(
         {"text": answer.text, "calls": [c.as_dict() for c in answer.tool_calls]}))
+    if not (answer.tool_calls and step >= rt.settings.max_steps):
+        speaker.finish(answer.text)
     return answer
 
 
@@ -164,8 +172,4 @@ def _final_reply(stage: Stage, step: int, text: str, history: History) -> None:
     if not spec.speak:
         stage.finish("ok")
         return
-    sentences = split_sentences(text)
-    now = time.time()
-    for seq, sentence in enumerate(sentences):
-        stage.send(TtsJob(turn_id=spec.turn_id, seq=seq, text=sentence, total=len(sentences),
-                          enqueued_at=now))
+    progress.close(rt, spec)  # the sentences were sent while the answer streamed

@@ -84,10 +84,13 @@ class Stage:
         if apologize and self.spec.speak and self.remaining() > 1 and store.once(
                 self.turn_id, "apology"):
             store.emit(self.turn_id, "error", {"code": str(code), "message": message})
+            from workers.tts import progress
+
             text = say or APOLOGIES.get(str(code), APOLOGY)
             store.emit(self.turn_id, "reply", {"text": text, "apology": True})
-            self.send(TtsJob(turn_id=self.turn_id, seq=0, text=text, total=1,
-                             end_status="error", enqueued_at=time.time()))
+            seq, _new = progress.allocate(self.rt, self.turn_id, "apology")
+            self.send(TtsJob(turn_id=self.turn_id, seq=seq, text=text, enqueued_at=time.time()))
+            progress.close(self.rt, self.spec, end_status="error")
             return
         store.finish(self.spec, "error", (code, message))
 

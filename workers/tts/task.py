@@ -13,6 +13,7 @@ from voxqueue.settings import MissingKeyError
 from workers.app import app
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
+from workers.tts import progress
 
 
 @app.task(name=TTS_SPEAK, bind=True, time_limit=TIME_LIMITS["tts"],
@@ -50,11 +51,4 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
         return
     stage.emit("tts-end", {"seq": tjob.seq, "ms": round((time.time() - started) * 1000, 2),
                            "ttfb_ms": ttfb_ms, "bytes": n_bytes, "provider": synth.name})
-    done_key = rt.keys.tts_done(tjob.turn_id)
-    pipe = rt.redis.pipeline(transaction=True)
-    pipe.sadd(done_key, tjob.seq)
-    pipe.expire(done_key, rt.settings.turn_ttl_s)
-    pipe.scard(done_key)
-    done = int(pipe.execute()[2])
-    if tjob.total is not None and done >= tjob.total:
-        stage.finish(tjob.end_status)
+    progress.sentence_done(rt, stage.spec, tjob.seq)

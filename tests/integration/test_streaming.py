@@ -1,0 +1,63 @@
+"""Speak while thinking: sentences go to TTS as the LLM streams, and play back in order."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPLY = ("The first sentence is ready early. The second one follows a little later. "
+         "And the third closes the reply.")
+
+
+def order(turn) -> list[str]:
+    return [e.event.type for e in turn._entries]
+
+
+def test_first_audio_arrives_before_the_llm_has_finished(client, fake):
+    fake.set_profile(llm_tokens_per_s=6)  # ~20 tokens: the reply takes over 3 s to stream
+    fake.script_chat({"match": "stream", "content": REPLY})
+    turn = client.ask("stream please", session="stream")
+    result = turn.wait(timeout=60)
+    assert result.status == "ok", result.error
+    seen = order(turn)
+    assert seen.index("tts-chunk") < seen.index("llm-end"), seen
+    ends = [e.event.data["seq"] for e in turn._entries if e.event.type == "tts-end"]
+    assert sorted(ends) == [0, 1, 2]
+    assert result.reply == REPLY
+
+
+def test_playback_is_in_order_when_a_later_sentence_finishes_first(client, fake):
+    fake.set_profile(llm_tokens_per_s=30)
+    fake.inject("tts", delay=1.5)  # the first sentence's synthesis is slow
+    fake.script_chat({"match": "order", "content": "A fairly long first sentence here. Short."})
+    turn = client.ask("order please", session="order")
+    played = b"".join(turn.playback(timeout=60))
+    ends = [e.event.data["seq"] for e in turn._entries if e.event.type == "tts-end"]
+    assert ends == [1, 0], "precondition: sentence 1 finished before sentence 0"
+    assert played == turn.audio()
+    first_len = sum(e.event.data["bytes"] for e in turn._entries
+                    if e.event.type == "tts-chunk" and e.event.data["seq"] == 0)
+    assert played[:first_len] == b"".join(
+        e.pcm for e in turn._entries if e.event.type == "tts-chunk" and e.event.data["seq"] == 0)
+
+
+def test_tool_call_fragments_are_reassembled_with_text_beside_them(client, fake):
+    fake.script_chat(
+        {"match": "weather and sum", "content": "Let me check both.",
+         "tool_calls": [{"name": "add_numbers", "arguments": {"a": 20, "b": 22}},
+                        {"name": "calculate", "arguments": {"expression": "6 * 7"}}]},
+        {"after_tool": True, "content": "Both are 42."})
+    turn = client.ask("weather and sum", session="frag")
+    result = turn.wait(timeout=60)
+    assert result.status == "ok", result.error
+    assert sorted(c.result for c in result.tool_calls) == ["42", "6 * 7 = 42"]
+    llm_end = [e.event.data for e in turn._entries if e.event.type == "llm-end"]
+    assert llm_end[0]["usage"]["total_tokens"] > 0  # usage recorded per step
+    assert llm_end[0]["ttfb_ms"] is not None
+    # The preamble was spoken too, before the answer.
+    starts = [e.event.data for e in turn._entries if e.event.type == "tts-start"]
+    assert len(starts) == 2
+    history = fake.chat_requests()[-1]["messages"]
+    assert history[-3]["content"] == "Let me check both."
+    assert len(history[-3]["tool_calls"]) == 2
