@@ -13,6 +13,7 @@ from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TOOLS_RUN
 from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
 from voxqueue.settings import MissingKeyError
 from workers.agent import messages as msg
+from workers.agent.context import prepare_context
 from workers.agent.history import History
 from workers.agent.providers import Answer, ToolCallRequest
 from workers.agent.speech import Speaker
@@ -122,8 +123,8 @@ def _answer(stage: Stage, step: int, history: History) -> Answer | None:
         model = rt.chat_model
         stage.emit("llm-start", {"step": step, "provider": model.name})
         started = time.perf_counter()
-        answer = model.complete(history.load(), rt.tools.schemas(), deadline=spec.deadline,
-                                on_text=speaker.on_text)
+        answer = model.complete(prepare_context(stage, history), rt.tools.schemas(),
+                                deadline=spec.deadline, on_text=speaker.on_text)
     except MissingKeyError as exc:
         rt.store.release_session(spec.session_id, spec.turn_id)
         stage.fail(ErrorCode.MISSING_KEY, str(exc))

@@ -1,0 +1,109 @@
+"""What the offline agent says: tool results through their response templates, a short
+apology for a failed call, and the reply to a request it cannot handle offline."""
+
+from __future__ import annotations
+
+import re
+from string import Formatter
+from typing import Any
+
+from hassil import sample_expression
+from hassil.parse_expression import parse_sentence
+
+from workers.agent.intents.matcher import IntentMatcher
+from workers.agent.intents.vocabulary import is_number, spoken_values
+from workers.tools.registry import Tool
+
+#: How many example requests the "can't answer offline" reply names.
+EXAMPLES_IN_REPLY = 3
+
+_ERROR_PREFIX = re.compile(r"^(?:Error:\s*)?(?:[\w.-]+ failed:\s*)?(?:[A-Z]\w*(?:Error|Exception):\s*)?")
+
+
+class _Blank(dict[str, Any]):
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def render_result(tool: Tool | None, arguments: dict[str, Any], result: str) -> str:
+    """A successful call's answer: the tool's ``response`` template, else the result itself."""
+    template = tool.response if tool is not None else None
+    if not template:
+        return result.strip()
+    values = _Blank(arguments)
+    values["result"] = result.strip()
+    try:
+        return Formatter().vformat(template, (), values).strip()
+    except (ValueError, IndexError, AttributeError):
+        return result.strip()
+
+
+def error_gist(message: str, limit: int = 200) -> str:
+    """The useful part of a tool error message: no "Error:"/"x failed:"/exception-name prefix."""
+    text = _ERROR_PREFIX.sub("", message.strip(), count=1).strip()
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + "…"
+    return text
+
+
+def apology(message: str) -> str:
+    gist = error_gist(message)
+    if not gist:
+        return "Sorry, that didn't work."
+    return f"Sorry, that didn't work: {gist.rstrip('.')}."
+
+
+def example_request(tool: Tool, templates: list[str]) -> str | None:
+    """A sentence that asks the tool for something, its slots filled with likely values."""
+    fields = tool.args_model.model_fields
+    options: list[tuple[int, str]] = []
+    for template in templates:
+        try:
+            expanded = list(sample_expression(parse_sentence(template).expression,
+                                              expand_lists=False))
+        except Exception:  # hassil raises several unrelated error types
+            continue
+        for sentence in expanded:
+            filled, unknown = _fill(sentence, fields)
+            if filled and not unknown:
+                options.append((len(filled), filled))
+    return min(options)[1] if options else None
+
+
+def _fill(sentence: str, fields: dict[str, Any]) -> tuple[str, bool]:
+    unknown = False
+
+    def value(match: re.Match[str]) -> str:
+        nonlocal unknown
+        slot = match.group(1).split(":")[-1]
+        field = fields.get(slot)
+        if field is None:
+            unknown = True
+            return ""
+        if is_number(field.annotation):
+            return "three"
+        values = spoken_values(slot, field.annotation)
+        if not values:
+            unknown = True
+            return ""
+        return values[0].title() if values[0].isalpha() and len(values[0]) > 3 else values[0]
+
+    text = re.sub(r"\{([^}]+)\}", value, sentence)
+    return " ".join(text.split()), unknown
+
+
+def offline_reply(matcher: IntentMatcher, allowed: set[str] | None = None) -> str:
+    """The answer to a request the local intents do not understand, naming a few they do."""
+    examples: list[str] = []
+    names = [n for n in sorted(matcher.tools) if allowed is None or n in allowed]
+    requests = [r for n in names
+                if (r := example_request(matcher.tools[n], matcher.templates[n])) is not None]
+    if requests:
+        step = max(1, len(requests) // EXAMPLES_IN_REPLY)
+        examples = requests[::step][:EXAMPLES_IN_REPLY]
+    text = "Sorry, I can't answer that offline."
+    if not examples:
+        return text
+    listed = examples[0] if len(examples) == 1 else (
+        ", ".join(examples[:-1]) + f", or {examples[-1]}")
+    return f"{text} You can ask me things like: {listed}."
