@@ -13,7 +13,6 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from voxqueue.contracts import ErrorCode, EventType, TtsJob, TurnSpec
 from voxqueue.contracts.jobs import _Job
-from voxqueue.turns import TurnNotFound
 from workers.runtime.resources import Runtime
 
 log = structlog.get_logger("voxqueue.stage")
@@ -29,8 +28,10 @@ APOLOGIES: dict[str, str] = {
 class Stage:
     """One task's view of its turn: events, stop checks and the turn's end."""
 
-    def __init__(self, rt: Runtime, spec: TurnSpec, queue: str, attempt: int) -> None:
+    def __init__(self, rt: Runtime, spec: TurnSpec, queue: str, attempt: int,
+                 started_at: float | None = None) -> None:
         self.rt = rt
+        self.started_at = started_at if started_at is not None else time.time()
         self.spec = spec
         self.queue = queue
         self.attempt = attempt
@@ -121,32 +122,42 @@ class Stage:
         app.send_task(task_name, args=[job.model_dump(mode="json")])
 
     def queue_ms(self, job: _Job) -> float:
-        return round(max(0.0, time.time() - job.enqueued_at) * 1000, 2) if job.enqueued_at else 0.0
+        """Milliseconds from the job's sending to the task's start (the queue hop)."""
+        if not job.enqueued_at:
+            return 0.0
+        return round(max(0.0, self.started_at - job.enqueued_at) * 1000, 2)
 
 
 def begin(task: Task, job: _Job, queue: str) -> Stage | None:
-    """Enter a stage, or None when the turn must not be worked on (gone, ended, over cap)."""
+    """Enter a stage, or None when the turn must not be worked on (gone, ended, over cap).
+
+    One round trip to Redis: the spec, the delivery count and the end and cancel flags.
+    """
     from workers.app import app
 
+    started = time.time()
     rt: Runtime = app.runtime
-    try:
-        spec = rt.store.spec(job.turn_id)
-    except TurnNotFound:
+    k = rt.keys
+    task_id = task.request.id or f"{job.turn_id}:{queue}"
+    pipe = rt.redis.pipeline(transaction=False)
+    pipe.hget(k.turn(job.turn_id), "spec")
+    pipe.incr(k.deliveries(task_id))
+    pipe.expire(k.deliveries(task_id), rt.settings.turn_ttl_s)
+    pipe.exists(k.ended(job.turn_id), k.cancel(job.turn_id))
+    raw_spec, attempt, _, flags = pipe.execute()
+    if raw_spec is None:
         log.warning("turn not found; dropping task", turn_id=job.turn_id, queue=queue)
         return None
-    task_id = task.request.id or f"{job.turn_id}:{queue}"
-    key = rt.keys.deliveries(task_id)
-    pipe = rt.redis.pipeline(transaction=False)
-    pipe.incr(key)
-    pipe.expire(key, rt.settings.turn_ttl_s)
-    attempt = int(pipe.execute()[0])
-    stage = Stage(rt, spec, queue, attempt)
-    if attempt > rt.settings.max_deliveries:
-        stage.log.error("task delivered too many times", attempts=attempt)
+    spec = TurnSpec.model_validate_json(raw_spec)
+    stage = Stage(rt, spec, queue, int(attempt), started_at=started)
+    if flags and stage.should_stop():  # ended or cancelled: let should_stop say which
+        return None
+    if stage.attempt > rt.settings.max_deliveries:
+        stage.log.error("task delivered too many times", attempts=stage.attempt)
         rt.store.finish(spec, "error", (
             ErrorCode.REDELIVERY_CAP,
-            f"the {queue} stage failed {attempt - 1} times (its worker died); giving up"))
+            f"the {queue} stage failed {stage.attempt - 1} times (its worker died); giving up"))
         return None
-    if stage.should_stop():
+    if stage.remaining() <= 0 and stage.should_stop():
         return None
     return stage
