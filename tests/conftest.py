@@ -116,6 +116,8 @@ def system_env(redis_url: str, fake: object | None, **extra: str) -> dict[str, s
             "ELEVENLABS_API_KEY": "el-test-secret-0123456789",
             "VOXQUEUE_ELEVENLABS_BASE_URL": fake.elevenlabs_base_url,  # type: ignore[attr-defined]
             "VOXQUEUE_PROVIDER_BACKOFF_S": "0.05",
+            # The scripted fake LLM answers; the local fast path has tests of its own.
+            "VOXQUEUE_PREFER_LOCAL": "false",
         })
     env.update(extra)
     return env
