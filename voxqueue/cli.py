@@ -154,6 +154,8 @@ def up(
         sup.start_workers(inherit_output=True)
         if beat:
             sup.start("beat", sup.beat_argv(), inherit_output=True)
+        sup.start("exporter", [sys.executable, "-m", "voxqueue.cli", "exporter"],
+                  inherit_output=True)
         if flower:
             sup.start("flower", sup.flower_argv(), sup.flower_env(), inherit_output=True)
             out.print(f"Flower: http://127.0.0.1:{sup.settings.flower_port} "
@@ -167,6 +169,23 @@ def up(
     finally:
         out.print("Stopping…")
         sup.stop_all()
+
+
+@app.command()
+def exporter(port: Annotated[int | None, typer.Option(help="HTTP port for /metrics.")] = None,
+             address: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+             ) -> None:
+    """Serve Prometheus metrics computed from the turns' events (one per deployment)."""
+    from voxqueue.metrics import Exporter
+
+    settings = get_settings()
+    exp = Exporter(settings)
+    exp.serve(port or settings.metrics_port, address)
+    out.print(f"Metrics on http://{address}:{port or settings.metrics_port}/metrics")
+    try:
+        exp.run()
+    except KeyboardInterrupt:
+        exp.stop()
 
 
 @app.command()

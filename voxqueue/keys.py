@@ -45,6 +45,10 @@ class Keys:
         """Counter: how many times a task was delivered (bounds redelivery)."""
         return f"{self.prefix}:deliveries:{task_id}"
 
+    def ended_turns(self) -> str:
+        """Stream: one entry per ended turn (turn_id, status), read by the metrics exporter."""
+        return f"{self.prefix}:turns:ended"
+
     def active_turns(self) -> str:
         """Sorted set: turns not yet ended, scored by deadline."""
         return f"{self.prefix}:turns:active"
@@ -66,10 +70,31 @@ class Keys:
         """Sorted set: session ids scored by last use."""
         return f"{self.prefix}:sessions"
 
+    def context_stats(self, session_id: str) -> str:
+        """Hash: the session's token accounting (last count, limit, summaries, trims)."""
+        return f"{self.prefix}:session:{session_id}:context"
+
     # -- a device --------------------------------------------------------------------------
     def announcements(self, device: str) -> str:
         """Stream: what the server says to a device unasked (timers, alerts)."""
         return f"{self.prefix}:device:{device}:announce"
+
+    def device_alerts(self, device: str) -> str:
+        """List: monitor alerts waiting to be injected at the device's next turn."""
+        return f"{self.prefix}:device:{device}:alerts"
+
+    # -- monitors --------------------------------------------------------------------------
+    def monitors(self) -> str:
+        """Hash: monitor name -> its definition (JSON)."""
+        return f"{self.prefix}:monitors"
+
+    def monitor_state(self, name: str) -> str:
+        """Hash: a monitor's state, last value and counters."""
+        return f"{self.prefix}:monitor:{name}:state"
+
+    def redbeat_prefix(self) -> str:
+        """Prefix of beat's schedule entries and lock in Redis (celery-redbeat)."""
+        return f"{self.prefix}:redbeat:"
 
     # -- tools' own state (owner: the device that asked, else the session) -------------------
     def timers_due(self) -> str:

@@ -125,10 +125,38 @@ class Settings(BaseSettings):
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     """MCP servers: ``{"name", "command": [...]} `` (stdio) or ``{"name", "url"}`` (HTTP)."""
 
+    # -- context window ---------------------------------------------------------------------
+    context_limits: dict[str, int] = Field(default_factory=lambda: {
+        "gpt-4o-mini": 128_000, "gpt-4o": 128_000, "gpt-4.1": 1_047_576,
+        "gpt-4.1-mini": 1_047_576, "gpt-4.1-nano": 1_047_576, "gpt-5": 400_000,
+        "o3": 200_000, "o4-mini": 200_000,
+    })
+    """Context window (tokens) per model name or name prefix (JSON in the environment)."""
+    default_context_limit: int = 8192
+    """Context window of a model not in ``context_limits``."""
+    context_threshold: float = Field(default=0.8, gt=0, le=1)
+    """Compact the history when a request reaches this share of the context window."""
+    keep_recent_turns: int = Field(default=4, ge=1)
+    """Turns kept verbatim when older history is summarized."""
+
+    # -- monitors ---------------------------------------------------------------------------
+    monitors: list[dict[str, Any]] = Field(default_factory=list)
+    """Monitors created when beat starts: ``{"name", "kind", "target", "condition", "every",
+    "device"?, "session"?}`` (JSON in the environment)."""
+    monitor_min_every_s: float = 10.0
+    monitor_max_count: int = 100
+    monitor_error_window_s: float = 300.0
+    """How far back the provider error-rate monitor looks, in seconds."""
+
     # -- dashboard --------------------------------------------------------------------------
     flower_port: int = 5555
     flower_user: str = "admin"
     flower_password: SecretStr = SecretStr("voxqueue")
+
+    metrics_port: int = 9464
+    """Port of the Prometheus exporter (``voxqueue exporter``, started by ``voxqueue up``)."""
+    speak_while_thinking: bool = True
+    """Send each sentence to TTS as soon as the LLM has written it (off: after the reply)."""
 
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 

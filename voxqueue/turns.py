@@ -147,6 +147,8 @@ class TurnStore:
         pipe.xadd(k.events(spec.turn_id), {"e": end.model_dump_json()})
         pipe.expire(k.events(spec.turn_id), self.ttl_s)
         pipe.zrem(k.active_turns(), spec.turn_id)
+        pipe.xadd(k.ended_turns(), {"turn_id": spec.turn_id, "status": status},
+                  maxlen=10_000, approximate=True)
         if spec.audio_key:
             pipe.delete(spec.audio_key)
         pipe.execute()

@@ -24,6 +24,8 @@ EventType = Literal[
     "tts-end",
     "cancelled",
     "error",
+    "context-summarized",
+    "alert",
     "run-end",
 ]
 EVENT_TYPES: tuple[str, ...] = EventType.__args__  # type: ignore[attr-defined]

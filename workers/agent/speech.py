@@ -20,19 +20,25 @@ class Speaker:
         self.splitter = SentenceSplitter()
         self.count = 0
         self.streamed = False
+        self._held: list[str] = []
 
     def on_text(self, delta: str) -> None:
         """Feed streamed text; whole sentences are sent at once."""
         self.streamed = True
-        for sentence in self.splitter.feed(delta):
-            self.say(sentence)
+        sentences = self.splitter.feed(delta)
+        if self.stage.rt.settings.speak_while_thinking:
+            for sentence in sentences:
+                self.say(sentence)
+        else:  # the sequential design: hold every sentence until the reply is complete
+            self._held.extend(sentences)
 
     def finish(self, full_text: str) -> None:
         """The step's answer is complete: send what is left (all of it, if nothing streamed)."""
         if not self.streamed and full_text:
-            self.splitter.feed(full_text)
-        for sentence in self.splitter.flush():
+            self._held.extend(self.splitter.feed(full_text))
+        for sentence in [*self._held, *self.splitter.flush()]:
             self.say(sentence)
+        self._held.clear()
 
     def say(self, sentence: str, name: str | None = None) -> None:
         stage = self.stage

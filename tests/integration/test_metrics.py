@@ -1,0 +1,62 @@
+"""The Prometheus exporter, fed by real turns' events."""
+
+from __future__ import annotations
+
+import threading
+import urllib.request
+
+import pytest
+
+from tests.conftest import free_port
+from voxqueue.metrics import Exporter
+
+pytestmark = pytest.mark.integration
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+        return answer.read().decode()
+
+
+def value(text: str, prefix: str) -> float:
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{prefix} not in metrics")
+
+
+def test_histograms_fill_from_turn_events(client, fake):
+    exporter = Exporter(client.settings)
+    port = free_port()
+    exporter.serve(port)
+    thread = threading.Thread(target=exporter.run, kwargs={"sample_every_s": 0.5}, daemon=True)
+    thread.start()
+    try:
+        fake.script_chat(
+            {"match": "metrics", "tool_calls": [{"name": "add_numbers",
+                                                 "arguments": {"a": 1, "b": 2}}]},
+            {"after_tool": True, "content": "It is three."})
+        import time
+
+        time.sleep(0.3)  # the exporter follows new turns only
+        result = client.ask("metrics please", session="metrics").wait(timeout=30)
+        assert result.status == "ok"
+        deadline = time.time() + 10
+        text = ""
+        while time.time() < deadline:
+            text = scrape(port)
+            if 'voxqueue_turns_total{status="ok"}' in text:
+                break
+            time.sleep(0.2)
+    finally:
+        exporter.stop()
+        thread.join(5)
+    assert value(text, 'voxqueue_turns_total{status="ok"}') >= 1
+    assert value(text, 'voxqueue_queue_wait_seconds_count{queue="agent"}') >= 2
+    assert value(text, 'voxqueue_queue_wait_seconds_count{queue="tools"}') >= 1
+    assert value(text, 'voxqueue_stage_seconds_count{provider="openai",stage="llm"}') >= 2
+    assert value(text, 'voxqueue_provider_ttfb_seconds_count{provider="elevenlabs",stage="tts"}') >= 1
+    assert value(text, 'voxqueue_tool_seconds_count{ok="true",tool="add_numbers"}') >= 1
+    assert value(text, "voxqueue_time_to_first_audio_seconds_count") >= 1
+    assert value(text, 'voxqueue_workers{queue="tts"}') >= 1
+    assert value(text, 'voxqueue_queue_depth{queue="stt"}') == 0

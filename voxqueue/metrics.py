@@ -1,0 +1,145 @@
+"""A Prometheus exporter fed by the turns' own events: no worker runs an HTTP server.
+
+Every ended turn is announced on one Redis Stream; the exporter reads each such turn's events
+and observes its histograms (queue waits, stage and provider times, time to first audio), and
+samples queue depths and live workers per queue.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from voxqueue.contracts import TurnSpec
+from voxqueue.keys import Keys
+from voxqueue.redis_conn import connect
+from voxqueue.settings import QUEUES, Settings
+from voxqueue.turns import StreamEntry, TurnNotFound, TurnStore
+
+_FAST = (0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
+_SLOW = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 60.0)
+_START_QUEUE = {"stt-start": "stt", "agent-step": "agent", "tool-start": "tools",
+                "tts-start": "tts"}
+
+
+class TurnMetrics:
+    """The exporter's metrics, on a registry of their own."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.queue_wait = Histogram("voxqueue_queue_wait_seconds",
+                                    "Time a job waited in its queue (enqueued → started).",
+                                    ["queue"], buckets=_FAST, registry=r)
+        self.stage = Histogram("voxqueue_stage_seconds", "Time inside a stage's provider call.",
+                               ["stage", "provider"], buckets=_SLOW, registry=r)
+        self.ttfb = Histogram("voxqueue_provider_ttfb_seconds",
+                              "Time to the first byte of a provider's answer.",
+                              ["stage", "provider"], buckets=_SLOW, registry=r)
+        self.tool = Histogram("voxqueue_tool_seconds", "Time a tool call took.", ["tool", "ok"],
+                              buckets=_SLOW, registry=r)
+        self.first_audio = Histogram("voxqueue_time_to_first_audio_seconds",
+                                     "End of speech (turn created) → first reply audio chunk.",
+                                     buckets=_SLOW, registry=r)
+        self.turn = Histogram("voxqueue_turn_seconds", "Turn duration, start to run-end.",
+                              ["status"], buckets=_SLOW, registry=r)
+        self.turns = Counter("voxqueue_turns", "Turns ended, by status.", ["status"], registry=r)
+        self.queue_depth = Gauge("voxqueue_queue_depth", "Jobs waiting in a queue.", ["queue"],
+                                 registry=r)
+        self.workers = Gauge("voxqueue_workers", "Live workers consuming a queue.", ["queue"],
+                             registry=r)
+
+    def observe_turn(self, spec: TurnSpec, entries: Iterable[StreamEntry]) -> None:
+        providers: dict[str, str] = {}
+        first_audio: float | None = None
+        for entry in entries:
+            ev, d = entry.event, entry.event.data
+            queue = _START_QUEUE.get(ev.type)
+            if queue and d.get("queue_ms") is not None:
+                self.queue_wait.labels(queue).observe(float(d["queue_ms"]) / 1000)
+            if ev.type in ("stt-start", "llm-start") and d.get("provider"):
+                providers[ev.type.split("-")[0]] = str(d["provider"])
+            elif ev.type in ("stt-end", "llm-end", "tts-end"):
+                stage = ev.type.split("-")[0]
+                provider = str(d.get("provider") or providers.get(stage, "unknown"))
+                if d.get("ms") is not None:
+                    self.stage.labels(stage, provider).observe(float(d["ms"]) / 1000)
+                if d.get("ttfb_ms") is not None:
+                    self.ttfb.labels(stage, provider).observe(float(d["ttfb_ms"]) / 1000)
+            elif ev.type == "tool-end":
+                self.tool.labels(str(d.get("name")), str(bool(d.get("ok"))).lower()).observe(
+                    float(d.get("ms", 0)) / 1000)
+            elif ev.type == "tts-chunk" and first_audio is None:
+                first_audio = ev.ts
+                self.first_audio.observe(max(0.0, ev.ts - spec.created_at))
+            elif ev.type == "run-end":
+                status = str(d.get("status", "error"))
+                self.turns.labels(status).inc()
+                self.turn.labels(status).observe(max(0.0, ev.ts - spec.created_at))
+
+
+class Exporter:
+    """Reads ended turns from Redis and serves the metrics over HTTP."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.keys = Keys(settings.key_prefix)
+        self.redis = connect(settings)
+        self.store = TurnStore(self.redis, self.keys, settings.turn_ttl_s)
+        self.metrics = TurnMetrics()
+        self._stop = threading.Event()
+
+    def serve(self, port: int, addr: str = "127.0.0.1") -> None:
+        start_http_server(port, addr=addr, registry=self.metrics.registry)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self, last_id: str = "$", sample_every_s: float = 10.0) -> None:
+        """Follow the ended-turns stream until stopped (from now on, when ``last_id`` is $)."""
+        if last_id == "$":
+            newest: Any = self.redis.xrevrange(self.keys.ended_turns(), count=1)
+            last_id = newest[0][0].decode() if newest else "0-0"
+        next_sample = 0.0
+        while not self._stop.is_set():
+            if time.time() >= next_sample:
+                self.sample_queues()
+                next_sample = time.time() + sample_every_s
+            answer: Any = self.redis.xread({self.keys.ended_turns(): last_id}, block=1000,
+                                           count=100)
+            for _stream, items in answer or []:
+                for entry_id, fields in items:
+                    last_id = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+                    self.observe(fields.get(b"turn_id", b"").decode())
+
+    def observe(self, turn_id: str) -> None:
+        try:
+            spec = self.store.spec(turn_id)
+        except TurnNotFound:
+            return
+        self.metrics.observe_turn(spec, self.store.history(turn_id))
+
+    def sample_queues(self) -> None:
+        pipe = self.redis.pipeline(transaction=False)
+        for queue in QUEUES:
+            pipe.llen(queue)
+        for queue, depth in zip(QUEUES, pipe.execute(), strict=True):
+            self.metrics.queue_depth.labels(queue).set(int(depth))
+        try:
+            from celery import Celery
+
+            from voxqueue.celery_config import celery_config
+
+            app = Celery("voxqueue-exporter", set_as_current=False)
+            app.conf.update(celery_config(self.settings))
+            active = app.control.inspect(timeout=1.0).active_queues() or {}
+            app.close()
+        except Exception:  # the broker blinked: keep the last values
+            return
+        for queue in QUEUES:
+            live = sum(1 for qs in active.values() if any(q["name"] == queue for q in qs))
+            self.metrics.workers.labels(queue).set(live)
