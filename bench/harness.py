@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import RedisServer, system_env
-from tests.fakes import FakeProviders
+from tests.conftest import ROOT, RedisServer, system_env
+from tests.fakes import FakeProviders, spawn
 from voxqueue.client import Client
 from voxqueue.settings import QUEUES, Settings
 from voxqueue.supervisor import Supervisor
@@ -20,21 +20,35 @@ from voxqueue.turns import StreamEntry
 
 @dataclass
 class BenchSystem:
-    fake: FakeProviders
+    fake: Any
     sup: Supervisor
     client: Client
 
 
 @contextmanager
+def _fake_process(profile: Mapping[str, float] | None) -> Iterator[Any]:
+    """The fake providers in a process of their own, so the benchmark's client threads and the
+    fake server do not share one interpreter lock."""
+    proc, fake = spawn(profile=dict(profile) if profile else None, cwd=str(ROOT))
+    try:
+        yield fake
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextmanager
 def bench_system(profile: Mapping[str, float] | None = None,
                  pools: Mapping[str, tuple[str, int]] | None = None,
-                 queues: Sequence[str] = QUEUES, **env: str) -> Iterator[BenchSystem]:
+                 queues: Sequence[str] = QUEUES, separate_fake: bool = False,
+                 **env: str) -> Iterator[BenchSystem]:
     """Start everything; stop it all on exit."""
     redis_server = RedisServer()
     redis_server.start()
     try:
-        with FakeProviders() as fake:
-            if profile:
+        fakes: Any = _fake_process(profile) if separate_fake else FakeProviders()
+        with fakes as fake:
+            if profile and not separate_fake:
                 fake.set_profile(**profile)
             full_env = system_env(redis_server.url, fake, VOXQUEUE_LOG_LEVEL="WARNING", **env)
             settings = Settings(_env_file=None, redis_url=redis_server.url)  # type: ignore[call-arg]

@@ -23,12 +23,13 @@ from voxqueue.redis_conn import redact
 from voxqueue.settings import QUEUES, Settings
 
 #: Pool and concurrency per queue for cloud providers: threads, since every call waits on I/O.
+#: A TTS slot is held for as long as a sentence streams, so that queue needs the most.
 DEFAULT_POOLS: dict[str, tuple[str, int]] = {
-    "stt": ("threads", 4),
-    "agent": ("threads", 8),
-    "tools": ("threads", 16),
-    "tts": ("threads", 8),
-    "monitor": ("threads", 2),
+    "stt": ("threads", 32),
+    "agent": ("threads", 32),
+    "tools": ("threads", 32),
+    "tts": ("threads", 64),
+    "monitor": ("threads", 4),
 }
 
 
@@ -93,9 +94,9 @@ class Supervisor:
                 "-l", loglevel, "--without-gossip", "--without-mingle"]
 
     def beat_argv(self, loglevel: str = "INFO") -> list[str]:
-        schedule = Path(tempfile.gettempdir()) / f"voxqueue-beat-{os.getpid()}"
+        """Beat with its schedule and lock in Redis (celery-redbeat): one runs at a time."""
         return [sys.executable, "-m", "celery", "-A", "workers", "beat", "-l", loglevel,
-                "-s", str(schedule)]
+                "-S", "redbeat.RedBeatScheduler"]
 
     def flower_argv(self) -> list[str]:
         return [sys.executable, "-m", "celery", "-A", "workers", "flower",

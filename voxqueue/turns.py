@@ -101,15 +101,12 @@ class TurnStore:
     # -- writing -----------------------------------------------------------------------------
     def emit(self, turn_id: str, type: EventType, data: Mapping[str, Any] | None = None,
              pcm: bytes | None = None) -> TurnEvent:
-        """Append one event (one round trip: XADD and EXPIRE pipelined)."""
+        """Append one event: a single XADD (the stream's expiry was set when the turn began)."""
         event = TurnEvent(type=type, turn_id=turn_id, data=dict(data or {}))
         fields: dict[str, str | bytes] = {"e": event.model_dump_json()}
         if pcm is not None:
             fields["pcm"] = pcm
-        pipe = self.r.pipeline(transaction=False)
-        pipe.xadd(self.keys.events(turn_id), fields)  # type: ignore[arg-type]
-        pipe.expire(self.keys.events(turn_id), self.ttl_s)
-        pipe.execute()
+        self.r.xadd(self.keys.events(turn_id), fields)  # type: ignore[arg-type]
         return event
 
     def once(self, turn_id: str, name: str) -> bool:
@@ -149,6 +146,8 @@ class TurnStore:
         pipe.zrem(k.active_turns(), spec.turn_id)
         pipe.xadd(k.ended_turns(), {"turn_id": spec.turn_id, "status": status},
                   maxlen=10_000, approximate=True)
+        pipe.lpush(k.recent_turn_ms(), end.data["ms"])
+        pipe.ltrim(k.recent_turn_ms(), 0, 99)
         if spec.audio_key:
             pipe.delete(spec.audio_key)
         pipe.execute()

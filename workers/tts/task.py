@@ -14,6 +14,7 @@ from workers.app import app
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
 from workers.tts import progress
+from workers.tts.chunking import rechunk
 
 
 @app.task(name=TTS_SPEAK, bind=True, time_limit=TIME_LIMITS["tts"],
@@ -37,10 +38,10 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
     n_bytes = 0
     try:
         synth = rt.synthesizer
-        for idx, pcm in enumerate(synth.stream(tjob.text, deadline=stage.spec.deadline)):
+        for idx, pcm in enumerate(rechunk(synth.stream(tjob.text, deadline=stage.spec.deadline))):
             if ttfb_ms is None:
                 ttfb_ms = round((time.time() - started) * 1000, 2)
-            if idx % 8 == 0 and stage.should_stop():  # barge-in or deadline: stop speaking
+            if idx % 4 == 0 and stage.should_stop():  # barge-in or deadline: stop speaking
                 return
             n_bytes += len(pcm)
             stage.emit("tts-chunk", {"seq": tjob.seq, "idx": idx, "attempt": stage.attempt,

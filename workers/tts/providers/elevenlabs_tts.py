@@ -44,19 +44,12 @@ class ElevenLabsSynthesizer:
         first, rest = call_with_retry(open_stream, attempts=s.provider_max_attempts,
                                       base_s=s.provider_backoff_s, cap_s=s.provider_backoff_max_s,
                                       deadline=deadline)
-        carry = first
+        if first:
+            yield first
         try:
-            for chunk in rest:
-                carry += chunk
-                whole = len(carry) - len(carry) % 2
-                if whole >= 3200:  # 100 ms: fewer, larger stream entries
-                    yield carry[:whole]
-                    carry = carry[whole:]
+            yield from rest
         except Exception as exc:
             raise ProviderError(f"ElevenLabs stream broke: {exc.__class__.__name__}") from exc
-        whole = len(carry) - len(carry) % 2
-        if whole:
-            yield carry[:whole]
 
 
 def _error(exc: Exception) -> ProviderError:

@@ -1,0 +1,158 @@
+"""Latency and throughput of the real system against fake providers with set latencies.
+
+    .venv/bin/python -m bench.latency            # the whole table (a few minutes)
+    .venv/bin/python -m bench.latency --quick    # fewer turns per row
+
+Everything runs for real: a private Redis, a worker process per queue (the pools the README
+recommends), and the fake OpenAI/ElevenLabs server in a process of its own with the latency
+profile below. Each row compares designs measured side by side in this one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.harness import BenchSystem, bench_system, percentile, turn_breakdown
+from voxqueue.client import Turn
+
+#: The default fake profile: a fast cloud STT, an LLM with a realistic first token and speed,
+#: a low-latency TTS that streams faster than real time.
+PROFILE = {"stt_delay_s": 0.30, "llm_ttft_s": 0.35, "llm_tokens_per_s": 60.0,
+           "tts_ttfb_s": 0.12, "tts_rtf": 0.25}
+REPLY = ("Tomorrow will be sunny in Lisbon with a high of twenty four degrees. "
+         "Expect a light breeze from the west in the afternoon. "
+         "In the evening it cools down to about sixteen degrees, so take a jacket.")
+
+
+def first_audio_ms(turn: Turn) -> float:
+    """End of speech (turn created) → the first audio chunk at this listener."""
+    for entry in turn._entries:
+        if entry.event.type == "tts-chunk":
+            return (entry.event.ts - turn.spec.created_at) * 1000
+    raise RuntimeError("no audio")
+
+
+def run_turns(system: BenchSystem, n: int, concurrency: int,
+              make: Callable[[int], Turn]) -> tuple[list[Turn], float]:
+    """Run ``n`` turns, ``concurrency`` at a time; return them and the wall time."""
+    turns: list[Turn] = []
+    lock = threading.Lock()
+    counter = iter(range(n))
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                return
+            turn = make(i)
+            result = turn.wait(timeout=120)
+            if result.status != "ok":
+                raise RuntimeError(f"turn failed: {result.error}")
+            with lock:
+                turns.append(turn)
+
+    started = time.perf_counter()
+    threads = [threading.Thread(target=worker) for _ in range(concurrency)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return turns, time.perf_counter() - started
+
+
+def e2e_ms(turn: Turn) -> float:
+    end = next(e.event.ts for e in turn._entries if e.event.type == "run-end")
+    return (end - turn.spec.created_at) * 1000
+
+
+def ttfa(streaming: bool, turns: int) -> list[float]:
+    env = {} if streaming else {"VOXQUEUE_SPEAK_WHILE_THINKING": "false"}
+    with bench_system(PROFILE, separate_fake=True, **env) as system:
+        system.fake.script_chat({"repeat": True, "content": REPLY})
+        done, _ = run_turns(system, turns + 1, 1,
+                            lambda i: system.client.ask("weather tomorrow", session=f"t{i}"))
+    return [first_audio_ms(t) for t in done[1:]]
+
+
+def tools_phase(parallel: bool, turns: int) -> list[float]:
+    """First tool start → last tool end, for four 1-second tools."""
+    calls = [{"name": "sleep_one", "arguments": {"label": str(i)}} for i in range(4)]
+    script: list[dict[str, Any]]
+    if parallel:
+        script = [{"match": "tools", "tool_calls": calls}]
+    else:  # one call per model answer: the sequential agent's way
+        script = [{"match": "tools", "tool_calls": [calls[0]]}]
+        script += [{"after_tool": True, "tool_calls": [c]} for c in calls[1:]]
+    spans = []
+    with bench_system({"llm_ttft_s": 0.0}, separate_fake=True) as system:
+        for i in range(turns):
+            system.fake.script_chat(*script, {"after_tool": True, "content": "All done."})
+            turn = system.client.ask("run the tools", session=f"tools-{i}", speak=False)
+            assert turn.wait(timeout=60).status == "ok"
+            ends = [e.event for e in turn._entries if e.event.type == "tool-end"]
+            start = min(e.data["started_at"] for e in ends)
+            stop = max(e.data["started_at"] + e.data["ms"] / 1000 for e in ends)
+            spans.append((stop - start) * 1000)
+    return spans
+
+
+def load(levels: list[int], per_level: int) -> tuple[list[dict[str, Any]], list[float]]:
+    rows = []
+    hops: list[float] = []
+    with bench_system(PROFILE, separate_fake=True) as system:
+        system.fake.script_chat({"repeat": True, "content": REPLY})
+        run_turns(system, 4, 2, lambda i: system.client.ask("warm up", session=f"w{i}"))
+        for level in levels:
+            n = max(per_level, level * 2)
+            turns, wall = run_turns(system, n, level, lambda i, lv=level: system.client.ask(
+                "weather tomorrow", session=f"l{lv}-{i}"))
+            e2e = [e2e_ms(t) for t in turns]
+            if level == 1:  # the hop's own cost, without waiting behind other turns
+                hops += [h for t in turns for h in turn_breakdown(t._entries)["hops_ms"]]
+            rows.append({"concurrency": level, "turns": n, "throughput": n / wall,
+                         "p50": statistics.median(e2e), "p95": percentile(e2e, 95),
+                         "ttfa_p50": statistics.median(first_audio_ms(t) for t in turns)})
+    return rows, hops
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer turns per row")
+    args = parser.parse_args()
+    n = 5 if args.quick else 12
+    levels = [1, 10, 50, 100]
+    print(f"fake profile: {PROFILE}")
+    stream = ttfa(True, n)
+    sequential = ttfa(False, n)
+    parallel = tools_phase(True, 3 if args.quick else 5)
+    serial = tools_phase(False, 3 if args.quick else 5)
+    rows, hops = load(levels, 10 if args.quick else 20)
+    print()
+    print("| measure | value |")
+    print("|---|---|")
+    print(f"| queue overhead per hop (enqueued → started), p50 / p95 | "
+          f"{statistics.median(hops):.2f} ms / {percentile(hops, 95):.2f} ms |")
+    s50, q50 = statistics.median(stream), statistics.median(sequential)
+    print(f"| time to first audio, streaming (p50) | {s50:.0f} ms |")
+    print(f"| time to first audio, sequential: full reply then TTS (p50) | {q50:.0f} ms |")
+    print(f"| → streaming / sequential | {s50 / q50:.2f} |")
+    p50, r50 = statistics.median(parallel), statistics.median(serial)
+    print(f"| four 1 s tools in parallel (p50 tool phase) | {p50:.0f} ms |")
+    print(f"| four 1 s tools one after another (p50 tool phase) | {r50:.0f} ms |")
+    print(f"| → parallel speed-up | {r50 / p50:.2f}× |")
+    single = rows[0]["p95"]
+    for row in rows:
+        print(f"| {row['concurrency']} concurrent turns ({row['turns']}): throughput, p50, p95, "
+              f"first audio p50 | {row['throughput']:.1f} turns/s, {row['p50']:.0f} ms, "
+              f"{row['p95']:.0f} ms ({row['p95'] / single:.2f}× single), "
+              f"{row['ttfa_p50']:.0f} ms |")
+
+
+if __name__ == "__main__":
+    main()
