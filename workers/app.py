@@ -9,6 +9,7 @@ from celery import Celery
 
 from voxqueue.celery_config import MONITOR_SWEEP, celery_config
 from voxqueue.settings import get_settings
+from workers.monitor.schedule import beat_config
 
 if TYPE_CHECKING:
     from workers.runtime.resources import Runtime
@@ -28,8 +29,10 @@ app = VoxCelery("workers", set_as_current=True)
 import workers.runtime.lifecycle  # noqa: E402,F401  (logging and warm-up hooks)
 
 app.conf.update(celery_config(get_settings()))
+app.conf.update(beat_config(get_settings()))  # beat's schedule and lock live in Redis
 app.conf.beat_schedule = {
     "sweep-overdue-turns": {"task": MONITOR_SWEEP, "schedule": 2.0},
+    "fire-timers": {"task": "voxqueue.monitor.fire_timers", "schedule": 1.0},
 }
 app.conf.include = [
     "workers.stt.task",
@@ -37,4 +40,6 @@ app.conf.include = [
     "workers.tools.task",
     "workers.tts.task",
     "workers.monitor.task",
+    "workers.monitor.timers",
+    "workers.monitor.run",
 ]

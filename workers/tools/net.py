@@ -98,7 +98,8 @@ def resolve_checked(host: str, port: int, allow: Allowlist) -> IPAddress:
         if not is_public(address) and not allow.allows(literal, address):
             raise BlockedURLError(
                 f"refusing to connect to {host} ({address}): private, loopback, link-local "
-                "and metadata addresses are blocked (allow it in VOXQUEUE_URL_ALLOWLIST)")
+                "and metadata addresses are blocked (allow it in VOXQUEUE_URL_ALLOWLIST)"
+            )
     return addresses[0]
 
 
@@ -109,8 +110,9 @@ def check_url(url: str, allow: Allowlist) -> tuple[httpx.URL, IPAddress]:
     except (httpx.InvalidURL, TypeError) as exc:
         raise ValueError(f"invalid URL {url!r}: {exc}") from None
     if parsed.scheme not in ("http", "https"):
-        raise BlockedURLError(f"only http and https URLs are allowed, not {parsed.scheme or 'no'}"
-                              f" scheme ({url!r})")
+        raise BlockedURLError(
+            f"only http and https URLs are allowed, not {parsed.scheme or 'no'} scheme ({url!r})"
+        )
     if not parsed.host:
         raise ValueError(f"invalid URL {url!r}: no host")
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
@@ -152,13 +154,20 @@ class FetchResult:
         return json.loads(self.content)
 
 
-def safe_request(method: str, url: str, settings: Settings, *,
-                 params: Mapping[str, Any] | None = None,
-                 headers: Mapping[str, str] | None = None,
-                 json_body: Any = None, content: bytes | str | None = None,
-                 allow: Iterable[str] = (), max_bytes: int | None = None,
-                 timeout_s: float | None = None,
-                 max_redirects: int = MAX_REDIRECTS) -> FetchResult:
+def safe_request(
+    method: str,
+    url: str,
+    settings: Settings,
+    *,
+    params: Mapping[str, Any] | None = None,
+    headers: Mapping[str, str] | None = None,
+    json_body: Any = None,
+    content: bytes | str | None = None,
+    allow: Iterable[str] = (),
+    max_bytes: int | None = None,
+    timeout_s: float | None = None,
+    max_redirects: int = MAX_REDIRECTS,
+) -> FetchResult:
     """Send one request (and its redirects) to checked addresses only; read at most
     ``max_bytes`` (``fetch_max_bytes``) within ``timeout_s`` (``fetch_timeout_s``) overall.
 
@@ -168,7 +177,10 @@ def safe_request(method: str, url: str, settings: Settings, *,
     cap = settings.fetch_max_bytes if max_bytes is None else max_bytes
     budget = settings.fetch_timeout_s if timeout_s is None else timeout_s
     deadline = time.monotonic() + budget
-    current = str(httpx.URL(url, params=params)) if params else url
+    try:
+        current = str(httpx.URL(url, params=params)) if params else url
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"invalid URL {url!r}: {exc}") from None
     verb = method.upper()
     body_json, body = json_body, content
     base_headers = {"User-Agent": USER_AGENT, **(headers or {})}
@@ -181,9 +193,14 @@ def safe_request(method: str, url: str, settings: Settings, *,
             pinned = parsed.copy_with(host=str(address))
             hop_headers = {**base_headers, "Host": _host_header(parsed)}
             request = client.build_request(
-                verb, pinned, headers=hop_headers, json=body_json, content=body,
+                verb,
+                pinned,
+                headers=hop_headers,
+                json=body_json,
+                content=body,
                 timeout=httpx.Timeout(remaining),
-                extensions={"sni_hostname": parsed.host} if parsed.scheme == "https" else None)
+                extensions={"sni_hostname": parsed.host} if parsed.scheme == "https" else None,
+            )
             try:
                 response = client.send(request, stream=True)
             except httpx.TimeoutException:
@@ -195,12 +212,14 @@ def safe_request(method: str, url: str, settings: Settings, *,
                 if response.status_code in _REDIRECTS and location:
                     current = urljoin(str(parsed), location)
                     if response.status_code == 303 or (
-                            response.status_code in (301, 302) and verb not in ("GET", "HEAD")):
+                        response.status_code in (301, 302) and verb not in ("GET", "HEAD")
+                    ):
                         verb, body_json, body = "GET", None, None
                     continue
                 data, truncated = _read_capped(response, cap, deadline, parsed.host, budget)
-                return FetchResult(str(parsed), response.status_code, response.headers, data,
-                                   truncated)
+                return FetchResult(
+                    str(parsed), response.status_code, response.headers, data, truncated
+                )
             finally:
                 response.close()
     raise ConnectionError(f"too many redirects (more than {max_redirects}) from {url}")
@@ -216,8 +235,9 @@ def _host_header(url: httpx.URL) -> str:
     return f"{host}:{url.port}" if url.port else host
 
 
-def _read_capped(response: httpx.Response, cap: int, deadline: float, host: str,
-                 budget: float) -> tuple[bytes, bool]:
+def _read_capped(
+    response: httpx.Response, cap: int, deadline: float, host: str, budget: float
+) -> tuple[bytes, bool]:
     """At most ``cap`` bytes of the body, before the deadline."""
     chunks: list[bytes] = []
     size = 0
@@ -234,3 +254,11 @@ def _read_capped(response: httpx.Response, cap: int, deadline: float, host: str,
     except httpx.HTTPError as exc:
         raise ConnectionError(f"the answer from {host} broke off: {exc}") from None
     return b"".join(chunks), False
+
+
+def host_of(url: str) -> str:
+    """The host of a configured service URL, to allow-list it for that service's calls."""
+    try:
+        return httpx.URL(url).host
+    except (httpx.InvalidURL, TypeError):
+        return ""

@@ -140,10 +140,20 @@ class ToolRegistry:
 
 
 def default_registry(settings: Settings) -> ToolRegistry:
-    """The built-in tools plus those of ``VOXQUEUE_TOOL_MODULES``."""
+    """The built-in tools, those of ``VOXQUEUE_TOOL_MODULES``, of installed plugins (entry
+    points ``voxqueue.tools``) and of ``VOXQUEUE_MCP_SERVERS``, filtered by
+    ``VOXQUEUE_TOOLS_ALLOW`` (when set, only these) and ``VOXQUEUE_TOOLS_DENY``."""
     from workers.tools.builtin import BUILTIN_MODULES
+    from workers.tools.mcp_tools import mcp_tools
+    from workers.tools.plugins import load_entry_points
 
     registry = ToolRegistry()
     for module in (*BUILTIN_MODULES, *settings.tool_module_names):
         registry.load_module(module)
-    return registry
+    load_entry_points(registry)
+    for mcp_tool in mcp_tools(settings, taken=set(registry.names)):
+        registry.add(mcp_tool)
+    allow = {n.strip() for n in settings.tools_allow.split(",") if n.strip()}
+    deny = {n.strip() for n in settings.tools_deny.split(",") if n.strip()}
+    return ToolRegistry(t for t in registry
+                        if (not allow or t.name in allow) and t.name not in deny)

@@ -10,21 +10,53 @@ import copy
 import re
 
 _UNITS = {
-    "zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13,
-    "fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
     "nineteen": 19,
 }
 _TENS = {
-    "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50, "sixty": 60, "seventy": 70,
-    "eighty": 80, "ninety": 90,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
 }
 _SCALES = {"hundred": 100, "thousand": 1000, "million": 10**6, "billion": 10**9}
 _DIGIT_WORDS = {**_UNITS, "oh": 0}
 # "a"/"an" counts as 1 only before these ("a minute", "an hour", "a hundred").
 _ONE_BEFORE = {
-    "second", "minute", "hour", "day", "week", "month", "year", "dozen", "hundred",
-    "thousand", "million", "billion",
+    "second",
+    "minute",
+    "hour",
+    "day",
+    "week",
+    "month",
+    "year",
+    "dozen",
+    "hundred",
+    "thousand",
+    "million",
+    "billion",
 }
 _TOKEN = re.compile(r"[A-Za-z]+(?:-[A-Za-z]+)*|\d+(?:\.\d+)?|\s+|.", re.DOTALL)
 
@@ -48,7 +80,7 @@ class _Number:
 
     def accepts(self, word: str) -> bool:
         if word in _SCALES:
-            return self.words > 0 and self.last != "scale" or self.current > 0
+            return (self.words > 0 and self.last != "scale") or self.current > 0
         if word in _TENS:
             return self.last in (None, "scale") and self.current % 100 == 0
         if word in _UNITS:
@@ -143,7 +175,8 @@ def _continue(words: list[str], number: _Number, i: int) -> tuple[str, int]:
         if word == "and" and number.last == "scale":
             after = _next_word(words, nxt)
             if after is not None and all(
-                    p in _UNITS or p in _TENS for p in words[after].split("-")):
+                p in _UNITS or p in _TENS for p in words[after].split("-")
+            ):
                 end = nxt + 1
                 continue
             break

@@ -18,23 +18,57 @@ MAX_DURATION_S = 366 * 24 * 3600
 
 # Cities people name that are not IANA zone names.
 _ALIASES = {
-    "utc": "UTC", "gmt": "UTC", "london": "Europe/London", "paris": "Europe/Paris",
-    "berlin": "Europe/Berlin", "tokyo": "Asia/Tokyo", "new york": "America/New_York",
-    "los angeles": "America/Los_Angeles", "san francisco": "America/Los_Angeles",
-    "sydney": "Australia/Sydney", "lisbon": "Europe/Lisbon", "boston": "America/New_York",
-    "madrid": "Europe/Madrid", "rome": "Europe/Rome", "beijing": "Asia/Shanghai",
-    "delhi": "Asia/Kolkata", "new delhi": "Asia/Kolkata", "mumbai": "Asia/Kolkata",
-    "moscow": "Europe/Moscow", "chicago": "America/Chicago", "toronto": "America/Toronto",
-    "washington": "America/New_York", "seattle": "America/Los_Angeles",
-    "hong kong": "Asia/Hong_Kong", "seoul": "Asia/Seoul", "dubai": "Asia/Dubai",
-    "singapore": "Asia/Singapore", "mexico city": "America/Mexico_City",
+    "utc": "UTC",
+    "gmt": "UTC",
+    "london": "Europe/London",
+    "paris": "Europe/Paris",
+    "berlin": "Europe/Berlin",
+    "tokyo": "Asia/Tokyo",
+    "new york": "America/New_York",
+    "los angeles": "America/Los_Angeles",
+    "san francisco": "America/Los_Angeles",
+    "sydney": "Australia/Sydney",
+    "lisbon": "Europe/Lisbon",
+    "boston": "America/New_York",
+    "madrid": "Europe/Madrid",
+    "rome": "Europe/Rome",
+    "beijing": "Asia/Shanghai",
+    "delhi": "Asia/Kolkata",
+    "new delhi": "Asia/Kolkata",
+    "mumbai": "Asia/Kolkata",
+    "moscow": "Europe/Moscow",
+    "chicago": "America/Chicago",
+    "toronto": "America/Toronto",
+    "washington": "America/New_York",
+    "seattle": "America/Los_Angeles",
+    "hong kong": "Asia/Hong_Kong",
+    "seoul": "Asia/Seoul",
+    "dubai": "Asia/Dubai",
+    "singapore": "Asia/Singapore",
+    "mexico city": "America/Mexico_City",
 }
 _UNIT_SECONDS = {
-    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hr": 3600, "hrs": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-    "w": 604800, "week": 604800, "weeks": 604800,
+    "s": 1,
+    "sec": 1,
+    "secs": 1,
+    "second": 1,
+    "seconds": 1,
+    "m": 60,
+    "min": 60,
+    "mins": 60,
+    "minute": 60,
+    "minutes": 60,
+    "h": 3600,
+    "hr": 3600,
+    "hrs": 3600,
+    "hour": 3600,
+    "hours": 3600,
+    "d": 86400,
+    "day": 86400,
+    "days": 86400,
+    "w": 604800,
+    "week": 604800,
+    "weeks": 604800,
 }
 _UNIT_NAMES = ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second"))
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
@@ -42,13 +76,20 @@ _MONTHS = re.compile(r"\b(jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[
 _NUM = r"\d+(?:\.\d+)?"
 _PAIR = re.compile(rf"({_NUM})\s*([a-z]+)")
 _FILLER = re.compile(r"\b(and|for|in|of|a|an|about|the|timer|from now|later)\b|[,+]")
-_CLOCK = re.compile(
-    r"^(\d{1,2})(?:[:.h\s](\d{2}))?\s*(am|pm|a\.m\.?|p\.m\.?)?(?:\s*o'?\s?clock)?$")
+_CLOCK = re.compile(r"^(\d{1,2})(?:[:.h\s](\d{2}))?\s*(am|pm|a\.m\.?|p\.m\.?)?(?:\s*o'?\s?clock)?$")
 _HOLIDAYS = {
-    "christmas": (12, 25), "christmas day": (12, 25), "christmas eve": (12, 24),
-    "new year": (1, 1), "new years": (1, 1), "new year's day": (1, 1),
-    "new years day": (1, 1), "new year's eve": (12, 31), "new years eve": (12, 31),
-    "halloween": (10, 31), "valentine's day": (2, 14), "valentines day": (2, 14),
+    "christmas": (12, 25),
+    "christmas day": (12, 25),
+    "christmas eve": (12, 24),
+    "new year": (1, 1),
+    "new years": (1, 1),
+    "new year's day": (1, 1),
+    "new years day": (1, 1),
+    "new year's eve": (12, 31),
+    "new years eve": (12, 31),
+    "halloween": (10, 31),
+    "valentine's day": (2, 14),
+    "valentines day": (2, 14),
 }
 
 
@@ -67,8 +108,10 @@ def resolve_timezone(name: str) -> ZoneInfo:
     for zone in sorted(available_timezones()):
         if zone.lower() == wanted or zone.lower().rsplit("/", 1)[-1] == wanted:
             return ZoneInfo(zone)
-    raise ValueError(f"unknown timezone {name!r}; use an IANA name such as 'Europe/Paris' or "
-                     "'America/New_York', a major city, or 'UTC'")
+    raise ValueError(
+        f"unknown timezone {name!r}; use an IANA name such as 'Europe/Paris' or "
+        "'America/New_York', a major city, or 'UTC'"
+    )
 
 
 def local_zone(configured: str = "") -> tzinfo:
@@ -111,8 +154,10 @@ def parse_duration(text: str) -> float:
     rest = _PAIR.sub(take, t)
     rest = _FILLER.sub(" ", rest).strip()
     if not found or rest:
-        raise ValueError(f"could not understand the duration {spoken!r}; say for example "
-                         "'5 minutes', '1 hour 30 minutes' or '90 seconds'")
+        raise ValueError(
+            f"could not understand the duration {spoken!r}; say for example "
+            "'5 minutes', '1 hour 30 minutes' or '90 seconds'"
+        )
     if total <= 0:
         raise ValueError("the duration must be longer than zero")
     if total > MAX_DURATION_S:
@@ -156,12 +201,14 @@ def parse_when(text: str, now: datetime) -> datetime:
     else:
         return _future(iso if iso.tzinfo else iso.replace(tzinfo=now.tzinfo), now, spoken)
     day, rest, evening = _day_part(t, now)
-    clock = _clock(rest, evening) if rest else None
+    clock = parse_clock(rest, evening) if rest else None
     if rest and clock is None:
         day_from_date = _date_part(rest, now)
         if day_from_date is None:
-            raise ValueError(f"could not understand the time {spoken!r}; say for example "
-                             "'in 10 minutes', 'at 18:30', 'at 6 pm' or 'tomorrow at 9'")
+            raise ValueError(
+                f"could not understand the time {spoken!r}; say for example "
+                "'in 10 minutes', 'at 18:30', 'at 6 pm' or 'tomorrow at 9'"
+            )
         day, clock = day_from_date
     if day is None:
         if clock is None:
@@ -200,13 +247,16 @@ def _day_part(t: str, now: datetime) -> tuple[date | None, str, bool]:
                 ahead = (index - now.weekday()) % 7 or 7
                 day = now.date() + timedelta(days=ahead)
                 break
-    rest = re.sub(r"\b(the day after tomorrow|tomorrow|today|tonight|this|next|on|in the|"
-                  r"morning|afternoon|evening|night|"
-                  + "|".join(_WEEKDAYS) + r")\b", " ", t)
+    rest = re.sub(
+        r"\b(the day after tomorrow|tomorrow|today|tonight|this|next|on|in the|"
+        r"morning|afternoon|evening|night|" + "|".join(_WEEKDAYS) + r")\b",
+        " ",
+        t,
+    )
     return day, " ".join(rest.split()), evening
 
 
-def _clock(text: str, evening: bool) -> time | None:
+def parse_clock(text: str, evening: bool = False) -> time | None:
     """A time of day from "18:30", "6 pm", "9 30", "noon", "half past 3", or None."""
     t = re.sub(r"^at\s+", "", text.strip())
     if t in ("noon", "midday", "12 noon"):
@@ -218,7 +268,8 @@ def _clock(text: str, evening: bool) -> time | None:
         minutes = {"half": 30, "quarter": 15}.get(past[1]) or int(past[1])
         hour = int(past[3]) + (12 if past[4] == "pm" or (evening and int(past[3]) < 12) else 0)
         moment = datetime(2000, 1, 1, hour % 24) + timedelta(
-            minutes=minutes if past[2] == "past" else -minutes)
+            minutes=minutes if past[2] == "past" else -minutes
+        )
         return moment.time()
     match = _CLOCK.fullmatch(t)
     if not match:
@@ -241,7 +292,7 @@ def _date_part(text: str, now: datetime) -> tuple[date, time | None] | None:
     clock: time | None = None
     head, sep, tail = f" {text} ".partition(" at ")
     if sep:
-        clock = _clock(tail, False)
+        clock = parse_clock(tail, False)
         if clock is None:
             return None
         text = head

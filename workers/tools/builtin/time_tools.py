@@ -1,50 +1,98 @@
-"""Time tools."""
+"""Time tools: the time anywhere, converting a time between zones, days until a date."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
+from datetime import date as Date
+from datetime import datetime, tzinfo
 
+from workers.tools.builtin._deps import runtime
+from workers.tools.builtin.spoken_time import (
+    local_zone,
+    parse_clock,
+    parse_date,
+    resolve_timezone,
+    zone_name,
+)
 from workers.tools.registry import tool
 
-__all__ = ["get_current_time"]
-
-# Cities people name that are not IANA zone names.
-_ALIASES = {
-    "utc": "UTC", "gmt": "UTC", "london": "Europe/London", "paris": "Europe/Paris",
-    "berlin": "Europe/Berlin", "tokyo": "Asia/Tokyo", "new york": "America/New_York",
-    "los angeles": "America/Los_Angeles", "sydney": "Australia/Sydney",
-    "lisbon": "Europe/Lisbon", "boston": "America/New_York", "madrid": "Europe/Madrid",
-    "rome": "Europe/Rome", "beijing": "Asia/Shanghai", "delhi": "Asia/Kolkata",
-    "moscow": "Europe/Moscow", "chicago": "America/Chicago", "toronto": "America/Toronto",
-}
+__all__ = ["convert_time", "days_until", "get_current_time"]
 
 
-def resolve_timezone(name: str) -> ZoneInfo:
-    """An IANA zone from a zone name or a well-known city; ValueError naming what is valid."""
-    key = name.strip()
-    alias = _ALIASES.get(key.lower())
-    if alias:
-        return ZoneInfo(alias)
-    try:
-        return ZoneInfo(key)
-    except (ZoneInfoNotFoundError, ValueError):
-        pass
-    wanted = key.lower().replace(" ", "_")
-    for zone in available_timezones():
-        if zone.lower().rsplit("/", 1)[-1] == wanted:
-            return ZoneInfo(zone)
-    raise ValueError(f"unknown timezone {name!r}; use an IANA name such as 'Europe/Paris' or "
-                     "'America/New_York', or 'UTC'")
+def _zone(name: str) -> tzinfo:
+    """The named zone, or the configured local one when ``name`` is empty."""
+    return resolve_timezone(name) if name.strip() else local_zone(runtime().settings.timezone)
 
 
-@tool(examples=("what time is it", "what time is it in {timezone}"))
-def get_current_time(timezone: str = "UTC") -> str:
+@tool(
+    examples=(
+        "what time is it",
+        "what's the time",
+        "what time is it in {timezone}",
+        "what is the time in {timezone}",
+    )
+)
+def get_current_time(timezone: str = "") -> str:
     """Get the current local date and time in a timezone.
 
     Args:
-        timezone: An IANA timezone name such as "Europe/Paris", a major city, or "UTC".
+        timezone: An IANA timezone name such as "Europe/Paris", a major city, or "UTC";
+            empty for the assistant's own timezone.
     """
-    zone = resolve_timezone(timezone)
+    zone = _zone(timezone)
     now = datetime.now(zone)
-    return f"{now:%H:%M} on {now:%A %d %B %Y} ({zone.key}, UTC{now:%z})"
+    return f"It is {now:%H:%M} on {now:%A} {now.day} {now:%B %Y} ({zone_name(zone)}, UTC{now:%z})."
+
+
+@tool(
+    examples=(
+        "what is {time} {from_timezone} in {to_timezone}",
+        "convert {time} from {from_timezone} to {to_timezone}",
+        "what time is {time} {from_timezone} in {to_timezone}",
+    )
+)
+def convert_time(time: str, from_timezone: str, to_timezone: str) -> str:
+    """Convert a time of day today from one timezone to another.
+
+    Args:
+        time: A time of day such as "15:30", "3 pm" or "noon".
+        from_timezone: Where that time is: an IANA name or a major city; empty for local time.
+        to_timezone: The timezone to convert to: an IANA name or a major city.
+    """
+    clock = parse_clock(time)
+    if clock is None:
+        raise ValueError(f"could not understand the time {time!r}; say e.g. '15:30' or '3 pm'")
+    source, target = _zone(from_timezone), _zone(to_timezone)
+    moment = datetime.combine(datetime.now(source).date(), clock, source)
+    there = moment.astimezone(target)
+    days = (there.date() - moment.date()).days
+    day = {0: "", 1: " the next day", -1: " the day before"}.get(days, "")
+    return f"{moment:%H:%M} in {zone_name(source)} is {there:%H:%M}{day} in {zone_name(target)}."
+
+
+@tool(examples=("how many days until {date}", "how long until {date}", "how many days to {date}"))
+def days_until(date: str) -> str:
+    """Count the days from today until a date.
+
+    Args:
+        date: A date such as "2026-12-25", "December 25", "Christmas" or "Friday".
+    """
+    today = datetime.now(local_zone(runtime().settings.timezone)).date()
+    target = parse_date(date, today)
+    if target is None:
+        raise ValueError(
+            f"could not understand the date {date!r}; say e.g. 'December 25', "
+            "'2026-12-25' or 'Friday'"
+        )
+    days = (target - today).days
+    named = _spoken(target)
+    if days == 0:
+        return f"{named} is today."
+    if days < 0:
+        return f"{named} was {-days} day{'' if days == -1 else 's'} ago."
+    return (
+        f"There {'is' if days == 1 else 'are'} {days} day{'' if days == 1 else 's'} until {named}."
+    )
+
+
+def _spoken(day: Date) -> str:
+    return f"{day:%A} {day.day} {day:%B %Y}"

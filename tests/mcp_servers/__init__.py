@@ -1,0 +1,1 @@
+"""MCP servers written for the tests."""

@@ -1,0 +1,288 @@
+"""Tools of MCP servers (``VOXQUEUE_MCP_SERVERS``), offered to the model like built-ins.
+
+Each server's tools are listed once when a worker builds its registry; the schema the model
+sees is the MCP tool's own ``inputSchema``. Each call opens a session to the server (a stdio
+subprocess or a streamable HTTP endpoint), calls the tool and closes it: simple, and nothing
+can go stale between calls. Uses the official ``mcp`` SDK (2.x ``mcp.Client``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+from typing import Any, TypeVar
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+
+from voxqueue.settings import Settings
+from workers.tools.registry import Tool
+
+log = structlog.get_logger("voxqueue.tools")
+
+T = TypeVar("T")
+LIST_TIMEOUT_S = 20.0
+_JSON_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "array": list[Any],
+    "object": dict[str, Any],
+    "null": type(None),
+}
+
+
+class McpServer(BaseModel):
+    """One entry of ``VOXQUEUE_MCP_SERVERS``: a stdio command or a streamable HTTP URL."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    command: list[str] | None = None
+    """argv of a stdio server, e.g. ``["uvx", "mcp-server-fetch"]``."""
+    env: dict[str, str] | None = None
+    """Extra environment of a stdio server (it inherits only PATH, HOME and the like)."""
+    cwd: str | None = None
+    url: str | None = None
+    """Endpoint of a streamable HTTP server, e.g. ``http://127.0.0.1:8000/mcp``."""
+    headers: dict[str, str] | None = None
+    """HTTP headers for a URL server, e.g. ``{"Authorization": "Bearer ..."}``."""
+    timeout_s: float | None = None
+    """Per-call limit of this server's tools (default: ``VOXQUEUE_TOOL_TIMEOUT_S``)."""
+    prefix: bool = False
+    """Name this server's tools ``<name>_<tool>`` (always done on a name clash)."""
+
+    @model_validator(mode="after")
+    def _one_transport(self) -> McpServer:
+        if bool(self.command) == bool(self.url):
+            raise ValueError(
+                f"MCP server {self.name!r}: give exactly one of 'command' (stdio) "
+                "or 'url' (streamable HTTP)"
+            )
+        return self
+
+
+def _client(server: McpServer, read_timeout_s: float) -> Any:
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    if server.command:
+        params = StdioServerParameters(
+            command=server.command[0], args=server.command[1:], env=server.env, cwd=server.cwd
+        )
+        errlog = sys.__stderr__ or sys.stderr
+        return Client(
+            stdio_client(params, errlog=errlog),
+            read_timeout_seconds=read_timeout_s,
+        )
+    assert server.url is not None
+    if server.headers:
+        import httpx2
+        from mcp.client.streamable_http import streamable_http_client
+
+        http = httpx2.AsyncClient(headers=server.headers, timeout=read_timeout_s)
+        return Client(
+            streamable_http_client(server.url, http_client=http),
+            read_timeout_seconds=read_timeout_s,
+        )
+    return Client(server.url, read_timeout_seconds=read_timeout_s)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+async def list_tools(server: McpServer, timeout_s: float = LIST_TIMEOUT_S) -> list[Any]:
+    """The server's tools (``mcp.types.Tool``), all pages."""
+    tools: list[Any] = []
+    async with asyncio.timeout(timeout_s), _client(server, timeout_s) as client:
+        cursor: str | None = None
+        for _page in range(100):
+            page = await client.list_tools(cursor=cursor)
+            tools.extend(page.tools)
+            cursor = page.next_cursor
+            if not cursor:
+                break
+    return tools
+
+
+async def call_tool(
+    server: McpServer, name: str, arguments: dict[str, Any], timeout_s: float
+) -> str:
+    """Call one tool in a fresh session; the text of its result, or an error raised."""
+    try:
+        async with asyncio.timeout(timeout_s), _client(server, timeout_s) as client:
+            result = await client.call_tool(name, arguments)
+    except TimeoutError:
+        raise TimeoutError(
+            f"MCP server {server.name!r} did not answer within {timeout_s:g} s"
+        ) from None
+    except BaseException as exc:
+        leaf = _leaf(exc)
+        if leaf is exc and not isinstance(exc, Exception):
+            raise
+        raise RuntimeError(
+            f"MCP server {server.name!r}: {leaf.__class__.__name__}: {leaf}"
+        ) from None
+    text = render_result(result)
+    if result.is_error:
+        raise RuntimeError(text or f"the MCP tool {name} failed")
+    return text
+
+
+def render_result(result: Any) -> str:
+    """Text of a ``CallToolResult``: its text blocks, else its structured content."""
+    parts: list[str] = []
+    for block in result.content or []:
+        kind = getattr(block, "type", "")
+        if kind == "text":
+            parts.append(block.text)
+        elif kind == "resource_link":
+            parts.append(f"[resource {getattr(block, 'uri', '')}]")
+        elif kind == "resource":
+            inner = getattr(block, "resource", None)
+            parts.append(getattr(inner, "text", None) or f"[resource {getattr(inner, 'uri', '')}]")
+        else:
+            parts.append(f"[{kind or 'content'} omitted]")
+    if not parts and result.structured_content is not None:
+        return json.dumps(result.structured_content, ensure_ascii=False, default=str)
+    return "\n".join(parts)
+
+
+def _run(factory: Callable[[], Awaitable[T]], timeout_s: float) -> T:
+    """Run a coroutine to completion from sync code, even when a loop is already running."""
+
+    async def main() -> T:
+        return await factory()
+
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp")
+    try:
+        return pool.submit(asyncio.run, main()).result(timeout_s + 5)
+    finally:
+        pool.shutdown(wait=False)
+
+
+def args_model(name: str, schema: dict[str, Any]) -> tuple[type[BaseModel], dict[str, str]]:
+    """A pydantic model for a JSON schema's top-level properties, and field -> argument name.
+
+    Fields are ``a0, a1, ...`` with the real names as aliases, so any property name works.
+    """
+    properties = schema.get("properties") or {}
+    required = set(schema.get("required") or [])
+    fields: dict[str, Any] = {}
+    names: dict[str, str] = {}
+    for index, (prop, spec) in enumerate(properties.items()):
+        field = f"a{index}"
+        names[field] = prop
+        kind = _python_type(spec if isinstance(spec, dict) else {})
+        if prop in required:
+            fields[field] = (kind, Field(..., alias=prop))
+        else:
+            fields[field] = (kind | None, Field(None, alias=prop))
+    model = create_model(
+        f"{re.sub(r'[^0-9A-Za-z_]', '_', name)}_args",
+        __config__=ConfigDict(extra="forbid"),
+        **fields,
+    )
+    return model, names
+
+
+def _python_type(spec: dict[str, Any]) -> Any:
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        chosen = [_JSON_TYPES[k] for k in kind if k in _JSON_TYPES]
+        if not chosen:
+            return Any
+        union = chosen[0]
+        for extra in chosen[1:]:
+            union = union | extra
+        return union
+    return _JSON_TYPES.get(kind, Any) if isinstance(kind, str) else Any
+
+
+def make_tool(server: McpServer, mcp_tool: Any, name: str, default_timeout_s: float) -> Tool:
+    """A registry Tool that calls ``mcp_tool`` on ``server``."""
+    schema = dict(mcp_tool.input_schema or {})
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    model, names = args_model(name, schema)
+    required = set(schema.get("required") or [])
+    remote = mcp_tool.name
+    limit = server.timeout_s or default_timeout_s
+
+    async def call(**kwargs: Any) -> str:
+        arguments = {
+            names[f]: v for f, v in kwargs.items() if not (v is None and names[f] not in required)
+        }
+        return await call_tool(server, remote, arguments, limit)
+
+    annotations = getattr(mcp_tool, "annotations", None)
+    read_only = bool(annotations and annotations.read_only_hint)
+    description = (
+        mcp_tool.description or getattr(mcp_tool, "title", None) or remote.replace("_", " ")
+    )[:1024]
+    tool = Tool(
+        name=name,
+        description=description,
+        fn=call,
+        args_model=model,
+        timeout_s=limit,
+        side_effects=not read_only,
+    )
+    tool.schema = {
+        "type": "function",
+        "function": {"name": name, "description": description, "parameters": schema},
+    }
+    return tool
+
+
+def _tool_name(server: McpServer, remote: str, taken: set[str]) -> str:
+    clean = re.sub(r"[^0-9A-Za-z_-]", "_", remote)[:64]
+    if server.prefix or clean in taken:
+        clean = re.sub(r"[^0-9A-Za-z_-]", "_", f"{server.name}_{remote}")[:64]
+    return clean
+
+
+def servers(settings: Settings) -> list[McpServer]:
+    """The configured servers; an invalid entry is logged and skipped."""
+    found = []
+    for entry in settings.mcp_servers:
+        try:
+            found.append(McpServer.model_validate(entry))
+        except ValueError as exc:
+            log.warning("MCP server entry ignored", entry=entry, error=str(exc))
+    return found
+
+
+def mcp_tools(settings: Settings, taken: set[str] | None = None) -> list[Tool]:
+    """Tools of every configured MCP server; a server that cannot be listed is skipped."""
+    used = set(taken or ())
+    tools: list[Tool] = []
+    for server in servers(settings):
+        try:
+            listed = _run(partial(list_tools, server), LIST_TIMEOUT_S)
+        except BaseException as exc:
+            if not isinstance(exc, Exception) and not isinstance(exc, BaseExceptionGroup):
+                raise
+            leaf = _leaf(exc)
+            log.warning(
+                "MCP server not listed; its tools are not offered",
+                server=server.name,
+                error=f"{leaf.__class__.__name__}: {leaf}",
+            )
+            continue
+        for mcp_tool in listed:
+            name = _tool_name(server, mcp_tool.name, used)
+            tools.append(make_tool(server, mcp_tool, name, settings.tool_timeout_s))
+            used.add(name)
+        log.info("MCP tools listed", server=server.name, tools=[t.name for t in tools])
+    return tools
