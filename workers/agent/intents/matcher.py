@@ -15,7 +15,7 @@ import re
 import threading
 import weakref
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hassil import Intents, recognize_ranked
@@ -31,19 +31,19 @@ from workers.tools.registry import Tool, ToolRegistry
 log = logging.getLogger(__name__)
 
 #: Filler that may appear anywhere in a request without changing it.
-SKIP_WORDS = ("please", "um", "uh", "hey", "okay", "ok", "so", "can you", "could you",
-              "would you")
+SKIP_WORDS = ("please", "um", "uh", "hey", "okay", "ok", "so", "can you", "could you", "would you")
 
 #: Where a sentence may be cut into separate requests.
 CLAUSE_BREAK = re.compile(
     r"\s*[,;]\s*(?:and\s+)?(?:then\s+|also\s+)?|\s+and\s+(?:then\s+|also\s+)?|\s+then\s+",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 
 #: Most clauses tried in one sentence (the split is checked for every run of clauses).
 MAX_CLAUSES = 6
 
-#: Leading words a lenient match may drop (noise or a wake word heard before the request).
-MAX_LEADING_NOISE = 2
+#: Leading words a lenient match may drop (noise, or a wake word heard before the request).
+MAX_LEADING_NOISE = 3
 
 _NEGATIONS = {"don't", "dont", "do", "not", "never", "no"}
 
@@ -56,6 +56,8 @@ class IntentCall:
     arguments: dict[str, Any]
     clause: str
     """The words that asked for it."""
+    skipped: int = 0
+    """Leading words a lenient match left out before ``clause``."""
 
 
 def _slots(template: str) -> Iterator[ListReference]:
@@ -89,35 +91,43 @@ class IntentMatcher:
                     continue
                 unknown = [r.slot_name for r in refs if r.slot_name not in fields]
                 if unknown:
-                    log.warning("tool %s: example %r names %s, not arguments of the tool",
-                                tool.name, template, ", ".join(unknown))
+                    log.warning(
+                        "tool %s: example %r names %s, not arguments of the tool",
+                        tool.name,
+                        template,
+                        ", ".join(unknown),
+                    )
                     continue
                 for ref in refs:
                     fixed = choices(fields[ref.slot_name].annotation)
                     if fixed is None:
                         wildcards.add(ref.list_name)
                     else:
-                        lists[ref.list_name] = {"values": [
-                            {"in": v.replace("_", " "), "out": v} for v in fixed]}
+                        lists[ref.list_name] = {
+                            "values": [{"in": v.replace("_", " "), "out": v} for v in fixed]
+                        }
                 good.append(template)
             if not good:
                 continue
             self.tools[tool.name] = tool
             self.templates[tool.name] = good
             intents[tool.name] = {"data": [{"sentences": good, "lists": lists}]}
-        self.intents = Intents.from_dict({
-            "language": "en",
-            "intents": intents,
-            "lists": {name: {"wildcard": True} for name in sorted(wildcards)},
-            "skip_words": list(SKIP_WORDS),
-        })
+        self.intents = Intents.from_dict(
+            {
+                "language": "en",
+                "intents": intents,
+                "lists": {name: {"wildcard": True} for name in sorted(wildcards)},
+                "skip_words": list(SKIP_WORDS),
+            }
+        )
 
     # -- one clause ------------------------------------------------------------------------
-    def candidates(self, text: str, allowed: Collection[str] | None = None, *,
-                   lenient: bool = False) -> list[IntentCall]:
+    def candidates(
+        self, text: str, allowed: Collection[str] | None = None, *, lenient: bool = False
+    ) -> list[IntentCall]:
         """Every valid interpretation of one request, best first.
 
-        ``lenient`` also tries without the first one or two words (noise or a wake word
+        ``lenient`` also tries without the first few words (noise, or a wake word heard
         before the request), never dropping a negation.
         """
         text = text.strip()
@@ -132,7 +142,7 @@ class IntentMatcher:
                 break
             found = self._interpretations(" ".join(words[n:]), allowed)
             if found:
-                return found
+                return [replace(call, skipped=n) for call in found]
         return []
 
     def _interpretations(self, text: str, allowed: Collection[str] | None) -> list[IntentCall]:
@@ -142,7 +152,7 @@ class IntentMatcher:
             name = result.intent.name
             if allowed is not None and name not in allowed:
                 continue
-            arguments = self._arguments(self.tools[name], result)
+            arguments = self._arguments(self.tools[name], result, text)
             if arguments is None:
                 continue
             key = (name, repr(sorted(arguments.items())))
@@ -151,11 +161,13 @@ class IntentMatcher:
                 calls.append(IntentCall(name, arguments, text))
         return calls
 
-    def _arguments(self, tool: Tool, result: RecognizeResult) -> dict[str, Any] | None:
+    def _arguments(self, tool: Tool, result: RecognizeResult, text: str) -> dict[str, Any] | None:
         """The match's slots as validated arguments, or None when they do not fit the tool."""
         raw: dict[str, Any] = {}
         for name, entity in result.entities.items():
             value = entity.value
+            if entity.is_wildcard and entity.text_span is not None:
+                value = text[entity.text_span[0] : entity.text_span[1]]  # punctuation kept
             if isinstance(value, str):
                 value = words_to_numbers(value.strip(" \t,.;:!?\"'"))
                 if not value:
@@ -168,8 +180,9 @@ class IntentMatcher:
         return model.model_dump(mode="json", include=set(raw))
 
     # -- a whole sentence ------------------------------------------------------------------
-    def match(self, text: str, allowed: Collection[str] | None = None, *,
-              lenient: bool = False) -> list[IntentCall]:
+    def match(
+        self, text: str, allowed: Collection[str] | None = None, *, lenient: bool = False
+    ) -> list[IntentCall]:
         """The calls a sentence asks for: one per clause, or [] when it is not understood.
 
         A split into several clauses that all match wins over one call for the whole
@@ -177,14 +190,19 @@ class IntentMatcher:
         """
         pieces = _clauses(text)
         if 1 < len(pieces) <= MAX_CLAUSES:
-            split = self._best_split(text, pieces, allowed)
+            split = self._best_split(text, pieces, allowed, lenient)
             if split is not None and len(split) > 1:
                 return split
         found = self.candidates(text, allowed, lenient=lenient)
         return found[:1]
 
-    def _best_split(self, text: str, pieces: list[tuple[int, int]],
-                    allowed: Collection[str] | None) -> list[IntentCall] | None:
+    def _best_split(
+        self,
+        text: str,
+        pieces: list[tuple[int, int]],
+        allowed: Collection[str] | None,
+        lenient: bool,
+    ) -> list[IntentCall] | None:
         """The split of the sentence into the most clauses that each match, if any."""
         n = len(pieces)
         best: list[list[IntentCall] | None] = [None] * (n + 1)
@@ -194,8 +212,8 @@ class IntentMatcher:
                 before = best[start]
                 if before is None:
                     continue
-                clause = text[pieces[start][0]:pieces[end - 1][1]]
-                found = self.candidates(clause, allowed)
+                clause = text[pieces[start][0] : pieces[end - 1][1]]
+                found = self.candidates(clause, allowed, lenient=lenient and start == 0)
                 if not found:
                     continue
                 option = [*before, found[0]]
@@ -219,7 +237,8 @@ def _clauses(text: str) -> list[tuple[int, int]]:
 
 
 _cache: weakref.WeakKeyDictionary[ToolRegistry, tuple[int, IntentMatcher]] = (
-    weakref.WeakKeyDictionary())
+    weakref.WeakKeyDictionary()
+)
 _cache_lock = threading.Lock()
 
 

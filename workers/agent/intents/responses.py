@@ -3,6 +3,7 @@ apology for a failed call, and the reply to a request it cannot handle offline."
 
 from __future__ import annotations
 
+import logging
 import re
 from string import Formatter
 from typing import Any
@@ -14,10 +15,14 @@ from workers.agent.intents.matcher import IntentMatcher
 from workers.agent.intents.vocabulary import is_number, spoken_values
 from workers.tools.registry import Tool
 
+log = logging.getLogger(__name__)
+
 #: How many example requests the "can't answer offline" reply names.
 EXAMPLES_IN_REPLY = 3
 
-_ERROR_PREFIX = re.compile(r"^(?:Error:\s*)?(?:[\w.-]+ failed:\s*)?(?:[A-Z]\w*(?:Error|Exception):\s*)?")
+_ERROR_PREFIX = re.compile(
+    r"^(?:Error:\s*)?(?:[\w.-]+ failed:\s*)?(?:[A-Z]\w*(?:Error|Exception):\s*)?"
+)
 
 
 class _Blank(dict[str, Any]):
@@ -56,18 +61,19 @@ def apology(message: str) -> str:
 def example_request(tool: Tool, templates: list[str]) -> str | None:
     """A sentence that asks the tool for something, its slots filled with likely values."""
     fields = tool.args_model.model_fields
-    options: list[tuple[int, str]] = []
-    for template in templates:
+    for template in templates:  # the tool's own order: its first example is its main one
         try:
-            expanded = list(sample_expression(parse_sentence(template).expression,
-                                              expand_lists=False))
+            expanded = list(
+                sample_expression(parse_sentence(template).expression, expand_lists=False)
+            )
         except Exception:  # hassil raises several unrelated error types
+            log.debug("cannot expand %r", template, exc_info=True)
             continue
         for sentence in expanded:
             filled, unknown = _fill(sentence, fields)
             if filled and not unknown:
-                options.append((len(filled), filled))
-    return min(options)[1] if options else None
+                return filled
+    return None
 
 
 def _fill(sentence: str, fields: dict[str, Any]) -> tuple[str, bool]:
@@ -96,14 +102,18 @@ def offline_reply(matcher: IntentMatcher, allowed: set[str] | None = None) -> st
     """The answer to a request the local intents do not understand, naming a few they do."""
     examples: list[str] = []
     names = [n for n in sorted(matcher.tools) if allowed is None or n in allowed]
-    requests = [r for n in names
-                if (r := example_request(matcher.tools[n], matcher.templates[n])) is not None]
+    requests = [
+        r
+        for n in names
+        if (r := example_request(matcher.tools[n], matcher.templates[n])) is not None
+    ]
     if requests:
         step = max(1, len(requests) // EXAMPLES_IN_REPLY)
         examples = requests[::step][:EXAMPLES_IN_REPLY]
     text = "Sorry, I can't answer that offline."
     if not examples:
         return text
-    listed = examples[0] if len(examples) == 1 else (
-        ", ".join(examples[:-1]) + f", or {examples[-1]}")
+    listed = (
+        examples[0] if len(examples) == 1 else (", ".join(examples[:-1]) + f", or {examples[-1]}")
+    )
     return f"{text} You can ask me things like: {listed}."

@@ -14,44 +14,138 @@ import re
 import types
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
-_ONES = ("one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-         "fifteen sixteen seventeen eighteen nineteen twenty").split()
-_TENS = "thirty forty fifty sixty seventy eighty ninety".split()
+_ONES = [
+    "one",
+    "two",
+    "three",
+    "four",
+    "five",
+    "six",
+    "seven",
+    "eight",
+    "nine",
+    "ten",
+    "eleven",
+    "twelve",
+    "thirteen",
+    "fourteen",
+    "fifteen",
+    "sixteen",
+    "seventeen",
+    "eighteen",
+    "nineteen",
+    "twenty",
+]
+_TENS = ["thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
 
 #: Numbers as people say them, in order: one to twenty, then the tens, then a few more.
-NUMBER_WORDS: tuple[str, ...] = (*_ONES, "twenty five", *_TENS, "a hundred", "one hundred",
-                                 "two hundred", "five hundred", "a thousand")
+NUMBER_WORDS: tuple[str, ...] = (
+    *_ONES,
+    "twenty five",
+    *_TENS,
+    "a hundred",
+    "one hundred",
+    "two hundred",
+    "five hundred",
+    "a thousand",
+)
 
 #: Places people ask about; the first is used in examples.
 PLACES: tuple[str, ...] = (
-    "paris", "london", "berlin", "tokyo", "new york", "lisbon", "madrid", "rome", "boston",
-    "chicago", "sydney", "moscow", "beijing", "toronto", "amsterdam", "dublin", "vienna",
-    "prague", "oslo", "stockholm", "copenhagen", "helsinki", "warsaw", "athens", "istanbul",
-    "cairo", "dubai", "delhi", "mumbai", "singapore", "hong kong", "seoul", "shanghai",
-    "bangkok", "los angeles", "san francisco", "seattle", "miami", "denver", "mexico city",
-    "montreal", "vancouver", "brussels", "zurich", "geneva", "munich", "hamburg", "milan",
-    "barcelona", "porto", "edinburgh", "manchester", "nairobi", "cape town", "lagos",
-    "buenos aires", "rio de janeiro", "sao paulo", "lima", "auckland", "melbourne", "utc",
+    "paris",
+    "london",
+    "berlin",
+    "tokyo",
+    "new york",
+    "lisbon",
+    "madrid",
+    "rome",
+    "boston",
+    "chicago",
+    "sydney",
+    "moscow",
+    "beijing",
+    "toronto",
+    "amsterdam",
+    "dublin",
+    "vienna",
+    "prague",
+    "oslo",
+    "stockholm",
+    "copenhagen",
+    "helsinki",
+    "warsaw",
+    "athens",
+    "istanbul",
+    "cairo",
+    "dubai",
+    "delhi",
+    "mumbai",
+    "singapore",
+    "hong kong",
+    "seoul",
+    "shanghai",
+    "bangkok",
+    "los angeles",
+    "san francisco",
+    "seattle",
+    "miami",
+    "denver",
+    "mexico city",
+    "montreal",
+    "vancouver",
+    "brussels",
+    "zurich",
+    "geneva",
+    "munich",
+    "hamburg",
+    "milan",
+    "barcelona",
+    "porto",
+    "edinburgh",
+    "manchester",
+    "nairobi",
+    "cape town",
+    "lagos",
+    "buenos aires",
+    "rio de janeiro",
+    "sao paulo",
+    "lima",
+    "auckland",
+    "melbourne",
+    "utc",
 )
 
 _OPERATORS = ("plus", "minus", "times", "divided by", "multiplied by")
 _UNITS = ("seconds", "minutes", "hours")
-_SMALL = _ONES[:12] + ["fifteen", "twenty", "thirty", "forty five", "ninety"]
+_SMALL = [*_ONES[:12], "fifteen", "twenty", "thirty", "forty five", "ninety"]
 
 
 def _arithmetic() -> tuple[str, ...]:
     operands = (*_ONES, *_TENS[:3], "a hundred")
     phrases = ["two plus two"]
     phrases += [f"{a} {op} {b}" for a in operands for op in _OPERATORS for b in operands]
-    phrases += [f"{a} percent of {b}" for a in ("ten", "twenty", "fifteen", "fifty")
-                for b in ("forty", "sixty", "eighty", "a hundred", "two hundred")]
+    phrases += [
+        f"{a} percent of {b}"
+        for a in ("ten", "twenty", "fifteen", "fifty")
+        for b in ("forty", "sixty", "eighty", "a hundred", "two hundred")
+    ]
     phrases += [f"the square root of {a}" for a in ("four", "nine", "sixteen", "twenty five")]
     return tuple(phrases)
 
 
 def _durations() -> tuple[str, ...]:
-    phrases = ["five minutes", "a minute", "an hour", "half an hour", "a second",
-               "one and a half hours", "one minute", "one second", "one hour"]
+    phrases = [
+        "five minutes",
+        "a minute",
+        "an hour",
+        "half an hour",
+        "a second",
+        "one and a half hours",
+        "one minute",
+        "one second",
+        "one hour",
+    ]
     phrases += [f"{n} {unit}" for n in _SMALL[1:] for unit in _UNITS]
     return tuple(phrases)
 
@@ -61,10 +155,15 @@ def _times() -> tuple[str, ...]:
     phrases = ["tomorrow at nine"]
     phrases += [f"in {d}" for d in _durations()[::3]]
     phrases += [f"at {h} {part}" for h in hours for part in ("", "am", "pm", "o'clock")]
-    phrases += [f"{day} {part}".strip() for day in ("today", "tomorrow", "tonight")
-                for part in ("", "morning", "afternoon", "evening")]
-    phrases += [f"on {d}" for d in ("monday", "tuesday", "wednesday", "thursday", "friday",
-                                    "saturday", "sunday")]
+    phrases += [
+        f"{day} {part}".strip()
+        for day in ("today", "tomorrow", "tonight")
+        for part in ("", "morning", "afternoon", "evening")
+    ]
+    phrases += [
+        f"on {d}"
+        for d in ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+    ]
     phrases += [f"tomorrow at {h}" for h in hours]
     return tuple(" ".join(p.split()) for p in phrases)
 

@@ -51,6 +51,11 @@ def select_chat_model(settings: Settings, tools: ToolRegistry) -> ChatModel:
     if choice == "openai":
         from workers.agent.providers.openai_chat import OpenAIChat
 
+        if settings.prefer_local:
+            from workers.agent.providers.local_intents import LocalIntents
+            from workers.agent.providers.prefer_local import PreferLocal
+
+            return PreferLocal(LocalIntents(settings, tools), OpenAIChat(settings))
         return OpenAIChat(settings)
     if choice == "local":
         from workers.agent.providers.local_intents import LocalIntents

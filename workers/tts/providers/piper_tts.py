@@ -61,7 +61,7 @@ class PiperSynthesizer:
             samples = resample(chunk.audio_float_array, self.sample_rate, SAMPLE_RATE)
             pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
             for start in range(0, len(pcm), PIECE_BYTES):
-                yield pcm[start:start + PIECE_BYTES]
+                yield pcm[start : start + PIECE_BYTES]
 
     def _chunks(self, text: str) -> Iterator[Any]:
         try:
