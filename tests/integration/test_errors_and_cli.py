@@ -72,7 +72,7 @@ def test_cli_ask_json_prints_the_whole_turn(system, fake, tmp_path):
     assert data["session_id"] == "cli" and data["status"] == "ok"
     assert data["reply"] == "It is 156."
     assert data["tool_calls"][0]["name"] == "calculate"
-    assert data["tool_calls"][0]["result"] == "12 * 13 = 156"
+    assert data["tool_calls"][0]["result"] == "12 times 13 is 156."
     assert data["tool_calls"][0]["ms"] >= 0
     assert {"llm", "tools", "tts", "total"} <= set(data["timings"])
     assert Path(data["audio_path"]) == out and out.stat().st_size > 1000

@@ -51,7 +51,7 @@ def test_tool_call_fragments_are_reassembled_with_text_beside_them(client, fake)
     turn = client.ask("weather and sum", session="frag")
     result = turn.wait(timeout=60)
     assert result.status == "ok", result.error
-    assert sorted(c.result for c in result.tool_calls) == ["42", "6 * 7 = 42"]
+    assert sorted(c.result for c in result.tool_calls) == ["42", "6 times 7 is 42."]
     llm_end = [e.event.data for e in turn._entries if e.event.type == "llm-end"]
     assert llm_end[0]["usage"]["total_tokens"] > 0  # usage recorded per step
     assert llm_end[0]["ttfb_ms"] is not None

@@ -39,7 +39,21 @@ def calculate(expression: str) -> str:
     Args:
         expression: Arithmetic such as "12 * 13", "(2 + 3) ** 2", "sqrt(16)" or "20 percent of 50".
     """
-    return f"{expression} = {format_number(evaluate(expression))}"
+    return f"{_spoken(expression)} is {format_number(evaluate(expression))}."
+
+
+_OPERATORS = (("**", " to the power of "), ("^", " to the power of "), ("*", " times "),
+              ("×", " times "), ("/", " divided by "), ("÷", " divided by "), ("+", " plus "),
+              ("%", " modulo "))
+
+
+def _spoken(expression: str) -> str:
+    """The expression as it is said ("12 * 13" → "12 times 13"), for an answer read aloud."""
+    text = expression
+    for symbol, words in _OPERATORS:
+        text = text.replace(symbol, words)
+    text = re.sub(r"(?<=\S)\s*-\s*(?=\d|\()", " minus ", text)
+    return " ".join(text.split())
 
 
 @tool(

@@ -40,7 +40,9 @@ def get_current_time(timezone: str = "") -> str:
     """
     zone = _zone(timezone)
     now = datetime.now(zone)
-    return f"It is {now:%H:%M} on {now:%A} {now.day} {now:%B %Y} ({zone_name(zone)}, UTC{now:%z})."
+    hour = now.hour % 12 or 12
+    return (f"It's {hour}:{now:%M} {'AM' if now.hour < 12 else 'PM'} on {now:%A}, "
+            f"{now:%B} {now.day}, {now.year} ({zone_name(zone)} time, UTC{now:%z}).")
 
 
 @tool(

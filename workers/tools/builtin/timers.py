@@ -169,8 +169,9 @@ def _match(items: list[Item], wanted: str) -> list[Item]:
 @tool(
     side_effects=True,
     examples=(
-        "remind me to {text} {when}",
         "remind me {when} to {text}",
+        "remind me to {text} at {when}",
+        "remind me to {text} in {when}",
         "set a reminder {when} to {text}",
     ),
 )

@@ -1,0 +1,285 @@
+"""Context management over a 60-turn session, and monitors run by a Redis-backed beat, on real
+worker processes against the fake LLM and a local HTTP server that flips to failing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+import redis
+
+from tests.conftest import ROOT, System, system_env
+from voxqueue.keys import Keys
+from workers.agent.context.compaction import SUMMARY_PREFIX
+from workers.agent.context.tokens import count_messages, count_tools
+
+pytestmark = pytest.mark.integration
+VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
+KEYS = Keys()
+SUMMARY = "Summary: the user's locker code is 4711."
+
+
+def wait_until(what: Callable[[], Any], timeout: float = 30.0, every: float = 0.1) -> Any:
+    """Poll until ``what()`` is truthy; return it (AssertionError after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = what()
+        if found:
+            return found
+        time.sleep(every)
+    raise AssertionError(f"condition not met within {timeout} s")
+
+
+class FlipServer:
+    """A local HTTP server answering ``status`` (the test flips it)."""
+
+    def __init__(self, status: int = 200) -> None:
+        self.status = status
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802
+                body = b"ok" if server.status < 400 else b"broken"
+                self.send_response(server.status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/health"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def site() -> Iterator[FlipServer]:
+    server = FlipServer()
+    yield server
+    server.close()
+
+
+# -- context ------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tiny_context(redis_server, fake_providers, tmp_path) -> Iterator[System]:
+    """An agent worker whose model has a 600-token context window (DB 9)."""
+    url = redis_server.url[:-1] + "9"
+    redis.Redis.from_url(url).flushdb()
+    env = system_env(url, fake_providers, VOXQUEUE_CONTEXT_LIMITS='{"gpt-4o-mini": 600}',
+                     VOXQUEUE_TOOLS_ALLOW="get_current_time")
+    system = System(env, tmp_path / "logs", beat=False)
+    system.start(("agent",))
+    yield system
+    system.stop()
+
+
+def test_a_60_turn_session_in_a_tiny_context_still_knows_turn_one(tiny_context, fake):
+    fake.script_chat({"match": "summarize the conversation", "repeat": True,
+                      "content": SUMMARY})
+    client = tiny_context.client()
+    questions = ["my locker code is 4711",
+                 *[f"filler message number {n}, nothing important" for n in range(58)],
+                 "what is my locker code?"]
+    summaries = []
+    for question in questions:
+        turn = client.ask(question, session="locker", speak=False)
+        result = turn.wait(timeout=30)
+        assert result.status == "ok", (question, result.error)
+        summaries += [e.event.data for e in turn._entries
+                      if e.event.type == "context-summarized"]
+
+    print("SUMMARIES", len(summaries), summaries[:2], len(fake.chat_requests()))
+    assert summaries and all(s["mode"] == "summary" for s in summaries)
+    assert all(s["after_tokens"] <= 480 < s["before_tokens"] for s in summaries)
+    requests = fake.chat_requests()
+    summarizing = [r for r in requests if not r.get("tools")]
+    answering = [r for r in requests if r.get("tools")]
+    assert len(summarizing) >= len(summaries)
+    assert "User: my locker code is 4711" in summarizing[0]["messages"][-1]["content"]
+    # The last answer's request: the fact came through the summary, not turn 1 verbatim, and
+    # the whole request fits within 80 % of the window, tools included.
+    final = answering[-1]
+    assert final["messages"][-1] == {"role": "user", "content": "what is my locker code?"}
+    assert final["messages"][1] == {"role": "system", "content": SUMMARY_PREFIX + SUMMARY}
+    assert not any(m["content"] == "my locker code is 4711" for m in final["messages"])
+    used = count_messages(final["messages"], "gpt-4o-mini") + count_tools(
+        final["tools"], "gpt-4o-mini")
+    assert used <= 480
+    # The history in Redis is the compacted one; its accounting counts the summaries.
+    r = redis.Redis.from_url(tiny_context.env["VOXQUEUE_REDIS_URL"])
+    stats = {k.decode(): v.decode() for k, v in r.hgetall(KEYS.context_stats("locker")).items()}
+    assert int(stats["summaries"]) == len(summaries)
+    assert int(stats["llm_calls"]) == len(answering)
+
+    # The sessions command lists, shows and clears it.
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*VOXQUEUE, "sessions", *args], env=tiny_context.env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+
+    listed = cli("--json")
+    assert listed.returncode == 0, listed.stderr
+    (info,) = [s for s in json.loads(listed.stdout) if s["session_id"] == "locker"]
+    assert info["summaries"] == len(summaries) and info["messages"] < 20
+    assert 0 < info["expires_in_s"] <= 7 * 24 * 3600
+    shown = cli("show", "locker")
+    assert shown.returncode == 0 and json.loads(shown.stdout)[1]["content"].startswith(
+        SUMMARY_PREFIX)
+    assert cli("clear", "locker").returncode == 0
+    assert cli("show", "locker").returncode == 1
+
+
+# -- monitors -----------------------------------------------------------------------------
+
+SETTINGS_MONITORS = [{"name": "tts-backlog", "kind": "queue_depth", "target": "tts",
+                      "condition": "> 1000", "every": 1}]
+
+
+@pytest.fixture(scope="module")
+def watched(redis_server, fake_providers, tmp_path_factory) -> Iterator[System]:
+    """A system with beat (DB 10) whose monitors may check 127.0.0.1 every second."""
+    url = redis_server.url[:-1] + "10"
+    redis.Redis.from_url(url).flushdb()
+    env = system_env(url, fake_providers, VOXQUEUE_MONITOR_MIN_EVERY_S="1",
+                     VOXQUEUE_URL_ALLOWLIST="127.0.0.1",
+                     VOXQUEUE_MONITORS=json.dumps(SETTINGS_MONITORS))
+    system = System(env, tmp_path_factory.mktemp("monitor-logs"))
+    system.start(("agent", "tools", "monitor"))
+    yield system
+    system.stop()
+
+
+def state(system: System, name: str) -> dict[str, str]:
+    r = redis.Redis.from_url(system.env["VOXQUEUE_REDIS_URL"])
+    return {k.decode(): v.decode() for k, v in r.hgetall(KEYS.monitor_state(name)).items()}
+
+
+def checks(system: System, name: str) -> int:
+    return int(state(system, name).get("checks", 0))
+
+
+def announcements(system: System, device: str) -> list[dict[str, Any]]:
+    r = redis.Redis.from_url(system.env["VOXQUEUE_REDIS_URL"])
+    return [json.loads(f[b"e"]) for _id, f in r.xrange(KEYS.announcements(device))]
+
+
+def create_by_voice(system: System, fake: Any, *, name: str, url: str, device: str) -> None:
+    fake.script_chat(
+        {"match": f"watch {name}", "tool_calls": [{"name": "create_monitor", "arguments": {
+            "kind": "http", "target": url, "every": 1, "name": name}}]},
+        {"after_tool": True, "content": "I'm watching it."})
+    result = system.client().ask(f"watch {name}", session=f"s-{device}", device=device,
+                                 speak=False).wait(timeout=30)
+    assert result.status == "ok", result.error
+    assert f"Monitor '{name}' created" in (result.tool_calls[0].result or "")
+
+
+def test_monitors_from_the_settings_run_at_beat_start(watched):
+    wait_until(lambda: checks(watched, "tts-backlog") >= 2)
+    assert state(watched, "tts-backlog")["state"] == "ok"
+
+
+def test_a_failing_site_alerts_once_in_the_next_turn_and_on_the_device(watched, fake, site):
+    create_by_voice(watched, fake, name="site", url=site.url, device="kitchen")
+    wait_until(lambda: checks(watched, "site") >= 2)
+    assert state(watched, "site")["state"] == "ok"
+    assert announcements(watched, "kitchen") == []
+
+    site.status = 500
+    wait_until(lambda: state(watched, "site")["state"] == "alerting")
+    flipped = checks(watched, "site")
+    wait_until(lambda: checks(watched, "site") >= flipped + 3)  # still failing: no new alert
+    assert state(watched, "site")["alerts"] == "1"
+    (event,) = announcements(watched, "kitchen")
+    assert (event["v"], event["type"], event["kind"]) == (1, "announcement", "alert")
+    assert event["text"].startswith("site needs attention: ") and "answered 500" in event["text"]
+
+    turn = watched.client().ask("anything new?", session="s-kitchen", device="kitchen",
+                                speak=False)
+    assert turn.wait(timeout=30).status == "ok"
+    messages = fake.chat_requests()[-1]["messages"]
+    alerts = [m for m in messages if m["role"] == "system"
+              and m["content"].startswith("Monitor alert: site needs attention")]
+    assert len(alerts) == 1
+    assert messages.index(alerts[0]) == len(messages) - 2  # right before the user's message
+    assert [e.event.data["text"] for e in turn._entries if e.event.type == "alert"] == [
+        alerts[0]["content"].removeprefix("Monitor alert: ")]
+    # Drained: the turn after that hears nothing more.
+    watched.client().ask("and now?", session="s-kitchen", device="kitchen",
+                         speak=False).wait(timeout=30)
+    assert not any(m["content"].startswith("Monitor alert")
+                   for m in fake.chat_requests()[-1]["messages"][-2:])
+
+    # The agent's other monitor tools, by voice.
+    fake.script_chat(
+        {"match": "how is my site", "tool_calls": [
+            {"name": "monitor_status", "arguments": {"name": "site"}},
+            {"name": "list_monitors", "arguments": {}}]},
+        {"after_tool": True, "content": "It is down."},
+        {"match": "stop watching", "tool_calls": [
+            {"name": "delete_monitor", "arguments": {"name": "site"}}]},
+        {"after_tool": True, "content": "Stopped."})
+    status = watched.client().ask("how is my site", session="s-kitchen", device="kitchen",
+                                  speak=False).wait(timeout=30)
+    told = {c.name: c.result or "" for c in status.tool_calls}
+    assert "State alerting" in told["monitor_status"] and "1 alert." in told["monitor_status"]
+    assert "site:" in told["list_monitors"] and "tts-backlog:" in told["list_monitors"]
+    watched.client().ask("stop watching", session="s-kitchen", device="kitchen",
+                         speak=False).wait(timeout=30)
+    r = redis.Redis.from_url(watched.env["VOXQUEUE_REDIS_URL"])
+    assert not r.exists("vq:redbeat:monitor:site") and not r.hexists(KEYS.monitors(), "site")
+
+
+def test_one_beat_at_a_time_and_a_restart_keeps_monitors_without_double_alerts(
+        watched, fake, site):
+    site.status = 503
+    create_by_voice(watched, fake, name="hall-site", url=site.url, device="hall")
+    wait_until(lambda: checks(watched, "hall-site") >= 2)
+    assert state(watched, "hall-site")["alerts"] == "1"  # a failing first check alerts
+    sup = watched.sup
+    first = next(p for p in sup.procs if p.name == "beat")
+
+    # A second beat waits for the lock while the first one runs.
+    second = sup.start("beat-2", sup.beat_argv())
+    assert second.log_path is not None and first.log_path is not None
+    wait_until(lambda: "beat: Starting" in second.log_path.read_text(errors="replace"))
+    time.sleep(2)
+    assert "Acquired lock" not in second.log_path.read_text(errors="replace")
+
+    # Stop the first: the second takes over, and the monitor keeps being checked.
+    sup.stop(first)
+    print("BEAT1LOG", first.log_path.read_text()[-3000:])
+    wait_until(lambda: "Acquired lock" in second.log_path.read_text(errors="replace"),
+               timeout=30)
+    before = checks(watched, "hall-site")
+    wait_until(lambda: checks(watched, "hall-site") >= before + 3)
+    assert state(watched, "hall-site")["alerts"] == "1"
+    assert len(announcements(watched, "hall")) == 1
+    r = redis.Redis.from_url(watched.env["VOXQUEUE_REDIS_URL"])
+    assert r.llen(KEYS.device_alerts("hall")) == 1
+    assert r.exists("vq:redbeat:monitor:hall-site")
+    assert checks(watched, "tts-backlog") > 0
+
+    # Recovery is one more alert, but not announced.
+    site.status = 200
+    wait_until(lambda: state(watched, "hall-site")["state"] == "ok")
+    assert state(watched, "hall-site")["alerts"] == "2"
+    assert len(announcements(watched, "hall")) == 1
+    assert r.llen(KEYS.device_alerts("hall")) == 2
+    print("BEAT2LOG", second.log_path.read_text()[-3000:])
+    import glob
+    for f in glob.glob(str(sup.log_dir) + "/worker-monitor.log"):
+        print("MONLOG", open(f).read()[-4000:])
