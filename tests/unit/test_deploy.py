@@ -1,0 +1,117 @@
+"""The deployment files match the code: queues, settings, single beat, auth, graceful shutdown."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT
+from voxqueue.celery_config import celery_config
+from voxqueue.settings import QUEUES, Settings
+
+DEPLOY = ROOT / "deploy"
+
+
+def compose() -> dict:
+    return yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())
+
+
+def flag(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_compose_has_one_worker_service_per_queue():
+    services = compose()["services"]
+    for queue in QUEUES:
+        command = services[f"worker-{queue}"]["command"]
+        assert command[:4] == ["celery", "-A", "workers", "worker"]
+        assert flag(command, "-Q") == queue
+        assert flag(command, "--prefetch-multiplier") == "1" and "-E" in command
+        assert flag(command, "-P") == "threads"  # I/O-bound with cloud providers
+    workers = [name for name, s in services.items() if "worker" in s.get("command", [])]
+    assert sorted(workers) == sorted(f"worker-{q}" for q in QUEUES)
+
+
+def test_compose_offline_override_uses_processes_for_models():
+    override = yaml.safe_load((DEPLOY / "docker-compose.offline.yml").read_text())["services"]
+    for queue in ("stt", "tts"):
+        command = override[f"worker-{queue}"]["command"]
+        assert flag(command, "-Q") == queue and flag(command, "-P") == "prefork"
+
+
+def test_compose_redis_flower_and_beat():
+    services = compose()["services"]
+    redis_cmd = " ".join(services["redis"]["command"])
+    assert "--appendonly yes" in redis_cmd and "--requirepass" in redis_cmd
+    assert "--maxmemory-policy noeviction" in redis_cmd
+    beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
+    assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1
+    assert "redbeat.RedBeatScheduler" in services["beat"]["command"]
+    assert "FLOWER_BASIC_AUTH" in services["flower"]["environment"]
+    assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
+
+
+def test_compose_environment_names_are_real_settings_and_shutdown_is_graceful():
+    services = compose()["services"]
+    fields = {f"VOXQUEUE_{name.upper()}" for name in Settings.model_fields}
+    soft = celery_config(Settings(_env_file=None))["worker_soft_shutdown_timeout"]
+    for name, service in services.items():
+        for var in service.get("environment", {}):
+            if var.startswith("VOXQUEUE_"):
+                assert var in fields, f"{name}: {var} is not a setting"
+        if "worker" in service.get("command", []):
+            assert service["environment"]["REMAP_SIGTERM"] == "SIGQUIT"
+            assert int(service["stop_grace_period"].rstrip("s")) > soft
+
+
+@pytest.mark.skipif(shutil.which("docker") is None, reason="no docker client")
+def test_docker_compose_config_accepts_the_file():
+    probe = subprocess.run(["docker", "compose", "version"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("docker compose plugin not installed")
+    env = {"REDIS_PASSWORD": "x", "FLOWER_BASIC_AUTH": "a:b", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(["docker", "compose", "-f", str(DEPLOY / "docker-compose.yml"),
+                           "config", "-q"], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def test_kubernetes_manifests_are_generated_from_the_code():
+    done = subprocess.run([sys.executable, str(DEPLOY / "k8s" / "generate.py"), "--check"],
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, "run python deploy/k8s/generate.py"
+    docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "voxqueue.yaml").read_text()))
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    scaled = {d["spec"]["scaleTargetRef"]["name"]: d for d in docs if d["kind"] == "ScaledObject"}
+    soft = celery_config(Settings(_env_file=None))["worker_soft_shutdown_timeout"]
+    for queue in QUEUES:
+        dep = deployments[f"voxqueue-worker-{queue}"]
+        pod = dep["spec"]["template"]["spec"]
+        assert flag(pod["containers"][0]["command"], "-Q") == queue
+        assert pod["terminationGracePeriodSeconds"] > soft
+        env = {e["name"]: e for e in pod["containers"][0]["env"]}
+        assert env["REMAP_SIGTERM"]["value"] == "SIGQUIT"
+        assert "secretKeyRef" in env["VOXQUEUE_REDIS_URL"]["valueFrom"]
+        trigger = scaled[f"voxqueue-worker-{queue}"]["spec"]["triggers"][0]
+        assert trigger["type"] == "redis" and trigger["metadata"]["listName"] == queue
+    beat = deployments["voxqueue-beat"]["spec"]
+    assert beat["replicas"] == 1 and beat["strategy"]["type"] == "Recreate"
+    assert "voxqueue-beat" not in scaled
+
+
+def test_grafana_dashboard_queries_metrics_the_exporter_has():
+    from voxqueue.metrics import TurnMetrics
+
+    known = {m.name for m in TurnMetrics().registry.collect()}
+    dashboard = json.loads((DEPLOY / "grafana" / "voxqueue-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert len(exprs) >= 8
+    for expr in exprs:
+        names = {re.sub(r"_(bucket|count|sum|total)$", "", n)
+                 for n in re.findall(r"voxqueue_[a-z_]+", expr)}
+        assert names and names <= known, expr
