@@ -9,7 +9,7 @@ The public API::
         print(result.reply)
 """
 
-from voxqueue.client import Client, InputError, Turn
+from voxqueue.client import Client, InputError, Turn, Unavailable
 from voxqueue.contracts import TurnEvent, TurnResult
 from voxqueue.settings import MissingKeyError, Settings, get_settings
 
@@ -21,6 +21,7 @@ __all__ = [
     "Turn",
     "TurnEvent",
     "TurnResult",
+    "Unavailable",
     "get_settings",
 ]
 __version__ = "0.1.0"

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from voxqueue.client import Client, InputError, Turn
+from voxqueue.client import Client, InputError, Turn, Unavailable
 from voxqueue.contracts import TurnResult
 from voxqueue.settings import QUEUES, get_settings
 
@@ -70,9 +70,9 @@ def _print_result(result: TurnResult) -> None:
         out.print(f"[dim]reply audio: {result.audio_path}[/]")
 
 
-def _input_error(exc: InputError) -> None:
+def _input_error(exc: InputError | Unavailable) -> None:
     err.print(f"[red]error {exc.code}[/]: {exc}")
-    raise typer.Exit(2)
+    raise typer.Exit(2 if isinstance(exc, InputError) else 3)
 
 
 @app.command()
@@ -85,7 +85,7 @@ def ask(text: str, session: SessionOpt = None, audio_out: AudioOpt = None,
         try:
             turn = client.ask(text, session=session, device=device, deadline_s=deadline,
                               speak=speak or audio_out is not None)
-        except InputError as exc:
+        except (InputError, Unavailable) as exc:
             _input_error(exc)
             return
         _finish(turn, audio_out, json, events)
@@ -99,7 +99,7 @@ def say(wav: Path, session: SessionOpt = None, audio_out: AudioOpt = None,
     with Client() as client:
         try:
             turn = client.say(wav, session=session, device=device, deadline_s=deadline)
-        except InputError as exc:
+        except (InputError, Unavailable) as exc:
             _input_error(exc)
             return
         _finish(turn, audio_out, json, events)

@@ -6,14 +6,17 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import redis
 from celery import Celery
+from kombu.exceptions import OperationalError
 
 from voxqueue.audio import AudioError, from_pcm, read_wav, to_wav
 from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, celery_config
-from voxqueue.contracts import AgentStep, ErrorCode, SttJob, TurnResult, TurnSpec
+from voxqueue.contracts import AgentStep, ErrorCode, SttJob, TurnEvent, TurnResult, TurnSpec
 from voxqueue.keys import Keys
-from voxqueue.redis_conn import connect
+from voxqueue.redis_conn import connect, redact
 from voxqueue.result import assemble
 from voxqueue.settings import Settings, get_settings
 from voxqueue.turns import StreamEntry, TurnStore
@@ -28,6 +31,12 @@ class InputError(ValueError):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
         self.code = code
+
+
+class Unavailable(RuntimeError):
+    """Redis (the broker) cannot be reached: nothing was enqueued."""
+
+    code = ErrorCode.REDIS_UNAVAILABLE
 
 
 def new_id() -> str:
@@ -65,8 +74,7 @@ class Client:
                 f"{self.settings.max_text_chars} (VOXQUEUE_MAX_TEXT_CHARS)",
             )
         spec = self._spec("text", session, device, speak, deadline_s, text=text)
-        self.store.create(spec)
-        self._send(AGENT_STEP, AgentStep(turn_id=spec.turn_id, step=1, enqueued_at=time.time()))
+        self._start(spec, None, AGENT_STEP, AgentStep(turn_id=spec.turn_id, step=1))
         return Turn(self, spec)
 
     def say(self, audio: str | Path | bytes, *, session: str | None = None,
@@ -101,8 +109,31 @@ class Client:
         spec = self._spec("audio", session, device, speak, deadline_s, turn_id=turn_id,
                           audio_key=self.keys.audio(turn_id), audio_seconds=pcm.seconds,
                           created_at=created_at)
-        self.store.create(spec, audio=pcm.data)
-        self._send(STT_TRANSCRIBE, SttJob(turn_id=spec.turn_id, enqueued_at=time.time()))
+        self._start(spec, pcm.data, STT_TRANSCRIBE, SttJob(turn_id=spec.turn_id))
+        return Turn(self, spec)
+
+    def speak(self, text: str, *, device: str | None = None, session: str | None = None,
+              deadline_s: float | None = None) -> Turn:
+        """Say ``text`` as it is (an announcement): a turn that skips STT and the agent.
+
+        One TTS job (seq 0) is the whole reply; the turn ends when it has been spoken.
+        """
+        from voxqueue.celery_config import TTS_SPEAK
+        from voxqueue.contracts import TtsJob
+
+        text = text.strip()
+        if not text:
+            raise InputError(ErrorCode.INVALID_INPUT, "the text is empty")
+        if len(text) > self.settings.max_text_chars:
+            raise InputError(ErrorCode.INVALID_INPUT, f"the text has {len(text)} characters, "
+                             f"over the limit of {self.settings.max_text_chars}")
+        spec = self._spec("text", session, device, True, deadline_s, text=text)
+        self.store.create(spec)
+        self.redis.hset(self.keys.turn(spec.turn_id),
+                        mapping={"tts_sent": 1, "tts_total": 1, "tts_status": "ok"})
+        self.store.emit(spec.turn_id, "reply", {"text": text, "spoken_as_is": True})
+        self._send(TTS_SPEAK, TtsJob(turn_id=spec.turn_id, seq=0, text=text,
+                                     enqueued_at=time.time()))
         return Turn(self, spec)
 
     def turn(self, turn_id: str) -> Turn:
@@ -139,9 +170,23 @@ class Client:
         except ValueError as exc:
             raise InputError(ErrorCode.INVALID_INPUT, f"invalid turn: {exc}") from exc
 
-    def _send(self, task: str, job: object) -> None:
-        assert hasattr(job, "model_dump")
-        self._celery.send_task(task, args=[job.model_dump(mode="json")])
+    def _start(self, spec: TurnSpec, audio: bytes | None, task: str,
+               job: SttJob | AgentStep) -> None:
+        """Store the turn and send its first job; a clear error when Redis is unreachable."""
+        try:
+            self.store.create(spec, audio=audio)
+        except redis.RedisError as exc:
+            raise Unavailable(f"Redis at {redact(self.settings.redis_url)} is unreachable: "
+                              f"{exc}") from exc
+        self._send(task, job)
+
+    def _send(self, task: str, job: Any) -> None:
+        job.enqueued_at = time.time()
+        try:
+            self._celery.send_task(task, args=[job.model_dump(mode="json")])
+        except (redis.RedisError, OperationalError) as exc:
+            raise Unavailable(f"Redis at {redact(self.settings.redis_url)} is unreachable: "
+                              f"{exc}") from exc
 
 
 class Turn:
@@ -166,15 +211,24 @@ class Turn:
         """Yield entries as they arrive, until ``run-end``.
 
         Past the deadline (plus a grace period) with no ``run-end``, the client ends the turn
-        itself with a timeout error, so a caller never waits forever.
+        itself with a timeout error, so a caller never waits forever; while Redis is
+        unreachable it keeps trying until then, and ends the turn locally if it must.
         """
         yield from self._entries
         store = self.client.store
         give_up = min(self.spec.deadline + DEADLINE_GRACE_S,
                       time.time() + timeout if timeout is not None else float("inf"))
+        redis_error: str | None = None
         while not self._done:
             wait_ms = int(max(0.05, min(1.0, give_up - time.time())) * 1000)
-            for entry in store.read(self.turn_id, self._last_id, block_ms=wait_ms):
+            try:
+                entries = store.read(self.turn_id, self._last_id, block_ms=wait_ms)
+                redis_error = None
+            except redis.RedisError as exc:
+                redis_error = f"{exc.__class__.__name__}: {exc}"
+                entries = []
+                time.sleep(min(0.5, max(0.0, give_up - time.time())))
+            for entry in entries:
                 self._last_id = entry.id
                 self._entries.append(entry)
                 if entry.event.type == "run-end":
@@ -183,8 +237,24 @@ class Turn:
             if not self._done and time.time() >= give_up:
                 if timeout is not None and give_up < self.spec.deadline + DEADLINE_GRACE_S:
                     raise TimeoutError(f"turn {self.turn_id} still running after {timeout} s")
-                store.finish(self.spec, "timeout", (
-                    ErrorCode.TIMEOUT, "no reply before the turn's deadline"))
+                if redis_error is None:
+                    store.finish(self.spec, "timeout", (
+                        ErrorCode.TIMEOUT, "no reply before the turn's deadline"))
+                    continue
+                yield from self._end_locally(ErrorCode.REDIS_UNAVAILABLE,
+                                             f"Redis is unreachable ({redis_error})")
+
+    def _end_locally(self, code: ErrorCode, message: str) -> Iterator[StreamEntry]:
+        """End the turn in this process when Redis cannot be reached to record the end."""
+        now = time.time()
+        for event in (TurnEvent(type="error", turn_id=self.turn_id, ts=now,
+                                data={"code": str(code), "message": message}),
+                      TurnEvent(type="run-end", turn_id=self.turn_id, ts=now,
+                                data={"status": "timeout", "local": True})):
+            entry = StreamEntry(id=self._last_id, event=event)
+            self._entries.append(entry)
+            yield entry
+        self._done = True
 
     def playback(self, timeout: float | None = None) -> Iterator[bytes]:
         """The reply's PCM in speaking order, each chunk as soon as it can be played.

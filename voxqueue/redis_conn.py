@@ -3,20 +3,31 @@
 from __future__ import annotations
 
 import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.retry import Retry
 
 from voxqueue.settings import Settings
 
+#: How long a command keeps retrying while Redis is unreachable (a restart takes a second or
+#: two): attempts with exponential backoff and jitter, 0.05 s doubling up to 1 s, about 8 s.
+RECONNECT_ATTEMPTS = 12
+
 
 def connect(settings: Settings, *, decode: bool = False) -> redis.Redis:
-    """A client with timeouts and keep-alive; it reconnects by itself after a restart."""
+    """A client with timeouts and keep-alive that rides out a Redis restart.
+
+    Every command is retried on connection errors and timeouts with exponential backoff, so a
+    stage or a client in the middle of a turn waits for Redis to come back instead of failing.
+    """
     return redis.Redis.from_url(
         settings.redis_url,
         decode_responses=decode,
         socket_timeout=10,
-        socket_connect_timeout=5,
+        socket_connect_timeout=2,
         socket_keepalive=True,
         health_check_interval=25,
-        retry_on_timeout=True,
+        retry=Retry(ExponentialWithJitterBackoff(cap=1.0, base=0.05), RECONNECT_ATTEMPTS),
+        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
     )
 
 

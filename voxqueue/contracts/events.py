@@ -46,6 +46,7 @@ class ErrorCode(StrEnum):
     TIMEOUT = "timeout"
     CANCELLED = "cancelled"
     REDELIVERY_CAP = "redelivery-cap"
+    REDIS_UNAVAILABLE = "redis-unavailable"
     INTERNAL = "internal-error"
 
 
