@@ -52,3 +52,26 @@ def whoami() -> str:
     call = current_call()
     assert call is not None
     return f"{call.session_id}/{call.call_id}"
+
+
+@tool(side_effects=True)
+def record_side_effect(label: str) -> str:
+    """Count one real-world action under a label, then take three seconds to finish.
+
+    Args:
+        label: The counter to increment.
+    """
+    from workers.app import app
+
+    count = app.runtime.redis.incr(f"probe:side-effect:{label}")
+    time.sleep(3.0)
+    return f"done {count}"
+
+
+def kill_my_worker() -> str:
+    """Kill the worker process that runs this call (a poison task)."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "unreachable"

@@ -1,0 +1,161 @@
+"""SIGKILL a worker process mid-task, on every queue: every turn still ends, nothing twice.
+
+Workers run the prefork pool with one child each, so the killed child's task is rejected and
+requeued at once (``task_reject_on_worker_lost``) and a new child takes it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from tests.conftest import SPEECH, System, system_env
+
+pytestmark = pytest.mark.integration
+QUEUES = ("stt", "agent", "tools", "tts", "monitor")
+ROUNDS = 2  # each kill scenario, several times
+
+
+@pytest.fixture(scope="module")
+def prefork(redis_server, fake_providers, tmp_path_factory):
+    env = system_env(redis_server.url[:-1] + "15", fake_providers,
+                     VOXQUEUE_MAX_DELIVERIES="3")
+    system = System(env, tmp_path_factory.mktemp("prefork-logs"))
+    for queue in QUEUES:
+        system.sup.start(f"worker-{queue}", system.sup.worker_argv(
+            [queue], name=queue, pool="prefork", concurrency=1))
+    system.sup.start("beat", system.sup.beat_argv())
+    system.sup.wait_for_workers(QUEUES)
+    yield system
+    system.stop()
+
+
+@pytest.fixture
+def fake(fake_providers):
+    fake_providers.reset()
+    return fake_providers
+
+
+def child_of(system: System, queue: str) -> int:
+    """The pid of the prefork child running the queue's tasks."""
+    main = next(p for p in system.sup.procs if p.name == f"worker-{queue}")
+    out = subprocess.run(["pgrep", "-P", str(main.popen.pid)], capture_output=True, text=True)
+    pids = [int(p) for p in out.stdout.split()]
+    assert len(pids) == 1, pids
+    return pids[0]
+
+
+def wait_for(system: System, turn_id: str, kind: str, timeout: float = 20) -> None:
+    store = system.client().store
+    give_up = time.time() + timeout
+    while time.time() < give_up:
+        if any(e.event.type == kind for e in store.history(turn_id)):
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"no {kind} event in turn {turn_id}")
+
+
+def kill_child_after(system: System, turn_id: str, queue: str, kind: str) -> int:
+    wait_for(system, turn_id, kind)
+    pid = child_of(system, queue)
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def kinds(turn) -> list[str]:
+    return [e.event.type for e in turn._entries]
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_stt_worker_killed_mid_transcription(prefork, fake, round_):
+    fake.inject("transcriptions", delay=3.0)
+    fake.script_transcripts("what time is it", "what time is it")
+    turn = prefork.client().say(SPEECH / "command_time.wav", session=f"kill-stt-{round_}")
+    kill_child_after(prefork, turn.turn_id, "stt", "stt-start")
+    result = turn.wait(timeout=60)
+    assert result.status == "ok", result.error
+    assert kinds(turn).count("stt-start") == 2 and kinds(turn).count("stt-end") == 1
+    assert kinds(turn).count("run-end") == 1
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_agent_worker_killed_mid_llm_call(prefork, fake, round_):
+    fake.inject("chat", delay=3.0)
+    fake.script_chat({"match": "killed agent", "repeat": True, "content": "Still here."})
+    session = f"kill-agent-{round_}"
+    turn = prefork.client().ask("killed agent question", session=session)
+    kill_child_after(prefork, turn.turn_id, "agent", "llm-start")
+    result = turn.wait(timeout=60)
+    assert result.status == "ok", result.error
+    assert kinds(turn).count("reply") == 1
+    client = prefork.client()
+    history = [json.loads(m) for m in client.redis.lrange(client.keys.messages(session), 0, -1)]
+    assert [m["role"] for m in history] == ["system", "user", "assistant"]
+    assert len(turn.audio()) > 0
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_tools_worker_killed_mid_side_effect_never_runs_it_twice(prefork, fake, round_):
+    label = f"round-{round_}-{time.time()}"
+    fake.script_chat(
+        {"match": "side effect", "tool_calls": [
+            {"name": "record_side_effect", "arguments": {"label": label}}]},
+        {"after_tool": True, "content": "I tried."})
+    turn = prefork.client().ask("do the side effect", session=f"kill-tools-{round_}",
+                                speak=False)
+    kill_child_after(prefork, turn.turn_id, "tools", "tool-start")
+    result = turn.wait(timeout=60)
+    assert result.status == "ok", result.error
+    assert int(prefork.client().redis.get(f"probe:side-effect:{label}")) == 1
+    (call,) = result.tool_calls
+    assert call.error and "not repeated" in call.error
+    assert kinds(turn).count("tool-end") == 1
+
+
+@pytest.mark.parametrize("round_", range(ROUNDS))
+def test_tts_worker_killed_mid_sentence_speaks_it_once(prefork, fake, round_):
+    fake.set_profile(tts_rtf=1.0)  # the sentence streams in real time: ~3 s
+    text = "This sentence is long enough to be killed half way through."
+    fake.script_chat({"match": "speak once", "content": text})
+    turn = prefork.client().ask("speak once please", session=f"kill-tts-{round_}")
+    played = []
+
+    def listen():
+        played.extend(turn.playback(timeout=60))
+
+    import threading
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    kill_child_after(prefork, turn.turn_id, "tts", "tts-chunk")
+    listener.join(70)
+    result = turn.result()
+    assert result.status == "ok", result.error
+    chunks = [e for e in turn._entries if e.event.type == "tts-chunk"]
+    attempts = {e.event.data["attempt"] for e in chunks}
+    assert attempts == {1, 2}, "precondition: the sentence was synthesized twice"
+    keys = [(e.event.data["seq"], e.event.data["idx"], e.event.data["attempt"]) for e in chunks]
+    assert len(keys) == len(set(keys))
+    whole = sum(e.event.data["bytes"] for e in chunks if e.event.data["attempt"] == 2)
+    assert len(b"".join(played)) == whole, "played exactly one sentence's audio"
+    assert kinds(turn).count("tts-end") == 1 and kinds(turn).count("run-end") == 1
+
+
+def test_a_task_that_kills_its_worker_every_time_ends_the_turn_after_n_attempts(prefork, fake):
+    fake.script_chat({"match": "poison", "tool_calls": [{"name": "kill_my_worker",
+                                                         "arguments": {}}]},
+                     {"after_tool": True, "content": "Unreachable."})
+    turn = prefork.client().ask("poison pill", session="poison", speak=False)
+    result = turn.wait(timeout=90)
+    assert result.status == "error"
+    assert result.error is not None and result.error["code"] == "redelivery-cap"
+    assert kinds(turn).count("run-end") == 1
+    # The workers keep serving.
+    fake.script_chat({"match": "after poison", "content": "Fine again."})
+    after = prefork.client().ask("after poison", session="poison-after", speak=False)
+    assert after.wait(timeout=60).reply == "Fine again."
