@@ -55,18 +55,27 @@ class RedisServer:
         self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="vq-test-redis-"))
         self.extra = extra
+        self.password = extra[extra.index("--requirepass") + 1] if "--requirepass" in extra \
+            else None
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"redis://{auth}127.0.0.1:{self.port}/0"
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stop and start again on the same port and data (the append-only file is replayed)."""
+        self.stop()
+        time.sleep(down_s)
+        self.start()
 
     def start(self) -> None:
         argv = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", str(self.dir), "--save", "", "--appendonly", "yes",
                 "--maxmemory-policy", "noeviction", *self.extra]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port)
+        client = redis.Redis(port=self.port, password=self.password)
         for _ in range(100):
             try:
                 if client.ping():

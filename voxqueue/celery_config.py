@@ -57,6 +57,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     exchange = Exchange("voxqueue", type="direct")
     return {
         "broker_url": settings.redis_url,
+        # kombu's Redis transport with a fix for a crash on reconnection.
+        "broker_transport": "voxqueue.broker:Transport",
         "result_backend": settings.redis_url,
         "broker_transport_options": transport,
         "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout},
@@ -73,7 +75,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_acks_on_failure_or_timeout": True,
         "worker_prefetch_multiplier": 1,
         "worker_deduplicate_successful_tasks": True,
-        "worker_cancel_long_running_tasks_on_connection_loss": True,
+        # Running stages finish their turn after a broker blip (their Redis calls retry, and
+        # every stage is idempotent), rather than being cancelled and waiting for redelivery.
+        "worker_cancel_long_running_tasks_on_connection_loss": False,
         "worker_soft_shutdown_timeout": 10.0,
         "worker_enable_soft_shutdown_on_idle": True,
         "worker_eta_task_limit": 100,

@@ -33,6 +33,10 @@ DEFAULT_POOLS: dict[str, tuple[str, int]] = {
 }
 
 
+#: celery-redbeat (schedule and lock in Redis), hardened against Redis restarts.
+BEAT_SCHEDULER = "workers.monitor.beat_scheduler:ResilientScheduler"
+
+
 def redis_answers(url: str, timeout: float = 1.0) -> bool:
     try:
         return bool(redis.Redis.from_url(url, socket_connect_timeout=timeout,
@@ -94,9 +98,13 @@ class Supervisor:
                 "-l", loglevel, "--without-gossip", "--without-mingle"]
 
     def beat_argv(self, loglevel: str = "INFO") -> list[str]:
-        """Beat with its schedule and lock in Redis (celery-redbeat): one runs at a time."""
+        """Beat with its schedule and lock in Redis (celery-redbeat): one runs at a time.
+
+        The ``-s`` file is unused by that scheduler (kept so callers may still set it).
+        """
+        schedule = Path(tempfile.gettempdir()) / f"voxqueue-beat-{os.getpid()}"
         return [sys.executable, "-m", "celery", "-A", "workers", "beat", "-l", loglevel,
-                "-S", "redbeat.RedBeatScheduler"]
+                "-S", BEAT_SCHEDULER, "-s", str(schedule)]
 
     def flower_argv(self) -> list[str]:
         return [sys.executable, "-m", "celery", "-A", "workers", "flower",

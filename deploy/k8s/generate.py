@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import DEFAULT_POOLS
+from voxqueue.supervisor import BEAT_SCHEDULER, DEFAULT_POOLS
 
 OUT = Path(__file__).with_name("voxqueue.yaml")
 IMAGE = "voxqueue-workers:latest"
@@ -106,8 +106,8 @@ def manifests() -> list[dict[str, Any]]:
     }]
     for queue in QUEUES:
         docs += [worker(queue), scaled_object(queue)]
-    docs.append(deployment("beat", ["celery", "-A", "workers", "beat", "-S",
-                                    "redbeat.RedBeatScheduler"], replicas=1, recreate=True))
+    docs.append(deployment("beat", ["celery", "-A", "workers", "beat", "-S", BEAT_SCHEDULER],
+                           replicas=1, recreate=True))
     flower_auth = {"name": "FLOWER_BASIC_AUTH", "valueFrom": {"secretKeyRef": {
         "name": "voxqueue-secrets", "key": "flower-basic-auth"}}}
     docs.append(deployment("flower", ["celery", "-A", "workers", "flower", "--port=5555",

@@ -52,7 +52,9 @@ def test_compose_redis_flower_and_beat():
     assert "--maxmemory-policy noeviction" in redis_cmd
     beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
     assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1
-    assert "redbeat.RedBeatScheduler" in services["beat"]["command"]
+    from voxqueue.supervisor import BEAT_SCHEDULER
+
+    assert BEAT_SCHEDULER in services["beat"]["command"]
     assert "FLOWER_BASIC_AUTH" in services["flower"]["environment"]
     assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
 

@@ -1,0 +1,112 @@
+"""Redis restarts (append-only file) under a load of turns: everything reconnects, no turn is
+lost; Redis down past the deadline ends turns with a clear error, never a hang."""
+
+from __future__ import annotations
+
+import base64
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from pydantic import SecretStr
+
+from tests.conftest import RedisServer, System, free_port, system_env
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def restartable(fake_providers, tmp_path):
+    server = RedisServer()
+    server.start()
+    flower_port = free_port()
+    env = system_env(server.url, fake_providers, VOXQUEUE_FLOWER_PORT=str(flower_port),
+                     VOXQUEUE_FLOWER_USER="ops", VOXQUEUE_FLOWER_PASSWORD="pw")
+    system = System(env, tmp_path)
+    system.start()
+    system.sup.settings = system.sup.settings.model_copy(update={
+        "flower_port": flower_port, "flower_user": "ops", "flower_password": SecretStr("pw")})
+    system.sup.start("flower", system.sup.flower_argv(), system.sup.flower_env())
+    fake_providers.reset()
+    yield server, system, fake_providers, flower_port
+    system.stop()
+    server.stop()
+
+
+def flower_status(port: int) -> int:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/api/workers")
+    request.add_header("Authorization", "Basic " + base64.b64encode(b"ops:pw").decode())
+    try:
+        with urllib.request.urlopen(request, timeout=3) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except OSError:
+        return 0
+
+
+def wait_until(check, timeout: float) -> bool:
+    give_up = time.time() + timeout
+    while time.time() < give_up:
+        if check():
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def test_redis_restart_under_load_loses_no_turn(restartable):
+    server, system, fake, flower_port = restartable
+    assert wait_until(lambda: flower_status(flower_port) == 200, 30)
+    fake.set_profile(llm_ttft_s=1.0, tts_rtf=0.3)
+    fake.script_chat({"match": "during restart", "repeat": True,
+                      "content": "I survived the restart. All good."})
+    client = system.client()
+    turns = [client.ask(f"during restart {i}", session=f"restart-{i}", deadline_s=45)
+             for i in range(12)]
+    results: dict[str, object] = {}
+
+    def follow(turn):
+        results[turn.turn_id] = turn.wait(timeout=90)
+
+    threads = [threading.Thread(target=follow, args=(t,)) for t in turns]
+    for t in threads:
+        t.start()
+    time.sleep(0.7)
+    server.restart(down_s=1.0)
+    for t in threads:
+        t.join(100)
+    assert len(results) == 12, "every turn ended"
+    statuses = [r.status for r in results.values()]
+    assert statuses.count("ok") == 12, [(r.status, r.error) for r in results.values()]
+    for turn in turns:
+        assert [e.event.type for e in turn._entries].count("run-end") == 1
+    # Everything reconnected by itself: a new turn, beat (a timer fires), Flower.
+    fake.reset()
+    fake.script_chat({"match": "timer", "tool_calls": [
+        {"name": "set_timer", "arguments": {"duration": "1 second", "label": "tea"}}]},
+        {"after_tool": True, "content": "Timer set."})
+    after = client.ask("set a tea timer", session="after-restart", device="kitchen",
+                       speak=False)
+    assert after.wait(timeout=30).status == "ok"
+    announce = client.keys.announcements("kitchen")
+    assert wait_until(lambda: client.redis.xlen(announce) >= 1, 20), "beat fired the timer"
+    assert wait_until(lambda: flower_status(flower_port) == 200, 30)
+
+
+def test_redis_down_past_the_deadline_ends_turns_with_a_clear_error(restartable):
+    server, system, fake, _ = restartable
+    fake.inject("chat", delay=3.0)
+    turn = system.client().ask("will redis come back", session="down", deadline_s=4)
+    time.sleep(0.5)
+    server.stop()
+    started = time.time()
+    try:
+        result = turn.wait(timeout=60)
+    finally:
+        server.start()
+    assert time.time() - started < 4 + 5 + 20, "the client never hangs"
+    assert result.status == "timeout"
+    assert result.error is not None
+    assert result.error["code"] in ("redis-unavailable", "timeout")
