@@ -17,12 +17,12 @@ import redis
 from kombu.transport import redis as kombu_redis
 
 
-class Channel(kombu_redis.Channel):  # type: ignore[misc]
+class Channel(kombu_redis.Channel):
     def _connparams(self, *args: Any, **kwargs: Any) -> Any:
         if self.connection is None or self.connection.client is None:
             raise redis.ConnectionError("the broker channel was closed by a reconnection")
         return super()._connparams(*args, **kwargs)
 
 
-class Transport(kombu_redis.Transport):  # type: ignore[misc]
+class Transport(kombu_redis.Transport):
     Channel = Channel

@@ -183,7 +183,8 @@ class Client:
     def _send(self, task: str, job: Any) -> None:
         job.enqueued_at = time.time()
         try:
-            self._celery.send_task(task, args=[job.model_dump(mode="json")])
+            self._celery.send_task(task, args=[job.model_dump(mode="json")],
+                                   argsrepr=job.describe())
         except (redis.RedisError, OperationalError) as exc:
             raise Unavailable(f"Redis at {redact(self.settings.redis_url)} is unreachable: "
                               f"{exc}") from exc

@@ -18,6 +18,10 @@ class _Job(BaseModel):
     enqueued_at: float = 0.0
     """Wall clock when the job was sent: the start event reports the queue hop from it."""
 
+    def describe(self) -> str:
+        """A short, secret-free summary for dashboards (Flower shows it as the arguments)."""
+        return f"turn={self.turn_id[:12]}"
+
 
 class SttJob(_Job):
     """Transcribe the turn's audio (found through the turn's claim check)."""
@@ -27,6 +31,9 @@ class AgentStep(_Job):
     """Run step ``step`` of the turn's agent loop (1-based)."""
 
     step: int = Field(ge=1)
+
+    def describe(self) -> str:
+        return f"{super().describe()} step={self.step}"
 
 
 class ToolCallJob(_Job):
@@ -39,6 +46,9 @@ class ToolCallJob(_Job):
     """The raw JSON text the model produced: validated by the tool, not here."""
     session_id: str = ""
     device: str | None = None
+
+    def describe(self) -> str:
+        return f"{super().describe()} step={self.step} tool={self.name[:40]}"
 
 
 class ToolOutcome(BaseModel):
@@ -63,3 +73,6 @@ class TtsJob(_Job):
 
     seq: int = Field(ge=0)
     text: str = Field(min_length=1, max_length=20_000)
+
+    def describe(self) -> str:
+        return f"{super().describe()} seq={self.seq} chars={len(self.text)}"

@@ -46,7 +46,8 @@ def acquire_session(stage: Stage, job: AgentStep) -> bool:
         return True
     from workers.app import app
 
-    app.send_task(AGENT_STEP, args=[job.model_dump(mode="json")], countdown=SESSION_BUSY_RETRY_S)
+    app.send_task(AGENT_STEP, args=[job.model_dump(mode="json")], argsrepr=job.describe(),
+                  countdown=SESSION_BUSY_RETRY_S)
     return False
 
 
@@ -59,13 +60,18 @@ def start_turn(stage: Stage) -> None:
     opening: list[msg.Message] = []
     if len(history) == 0:
         opening.append(msg.system(rt.settings.system_prompt))
-    alerts_key = rt.keys.alerts(spec.session_id)
+    alert_keys = [rt.keys.alerts(spec.session_id)]
+    if spec.device:
+        alert_keys.append(rt.keys.device_alerts(spec.device))
     pipe = rt.redis.pipeline(transaction=True)
-    pipe.lrange(alerts_key, 0, -1)
-    pipe.delete(alerts_key)
-    pending, _ = pipe.execute()
+    for alerts_key in alert_keys:
+        pipe.lrange(alerts_key, 0, -1)
+        pipe.delete(alerts_key)
+    drained = pipe.execute()
+    pending = [raw for found in drained[::2] for raw in found]
     for raw in pending:
         opening.append(msg.system(f"Monitor alert: {raw.decode()}"))
+        stage.emit("alert", {"text": raw.decode()})
     if spec.input == "text":
         text = spec.text or ""
     else:
@@ -151,15 +157,14 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
 
     spec = stage.spec
     now = time.time()
-    header = [
-        app.signature(TOOLS_RUN, args=[ToolCallJob(
-            turn_id=spec.turn_id, step=step, call_id=c.id, name=c.name, arguments=c.arguments,
-            session_id=spec.session_id, device=spec.device, enqueued_at=now,
-        ).model_dump(mode="json")])
-        for c in calls
-    ]
-    callback = app.signature(AGENT_RESUME, args=[
-        AgentStep(turn_id=spec.turn_id, step=step + 1, enqueued_at=now).model_dump(mode="json")])
+    jobs = [ToolCallJob(turn_id=spec.turn_id, step=step, call_id=c.id, name=c.name,
+                        arguments=c.arguments, session_id=spec.session_id, device=spec.device,
+                        enqueued_at=now) for c in calls]
+    header = [app.signature(TOOLS_RUN, args=[j.model_dump(mode="json")],
+                            options={"argsrepr": j.describe()}) for j in jobs]
+    resume = AgentStep(turn_id=spec.turn_id, step=step + 1, enqueued_at=now)
+    callback = app.signature(AGENT_RESUME, args=[resume.model_dump(mode="json")],
+                             options={"argsrepr": f"[tool results] {resume.describe()}"})
     chord(header)(callback)
 
 

@@ -7,7 +7,13 @@ import sys
 from typing import Any
 
 import structlog
-from celery.signals import setup_logging, worker_process_init, worker_ready
+from celery.signals import (
+    setup_logging,
+    task_postrun,
+    task_prerun,
+    worker_process_init,
+    worker_ready,
+)
 
 log = structlog.get_logger("voxqueue.worker")
 
@@ -72,3 +78,20 @@ def _warm_main(sender: Any = None, **_: Any) -> None:
     pool_cls = getattr(controller, "pool_cls", None)
     if "prefork" not in f"{getattr(pool_cls, '__module__', '')}":
         warm_up()
+
+
+@task_prerun.connect
+def _bind_turn(task: Any = None, args: Any = None, **_: Any) -> None:
+    """Every log line of a task carries its turn and queue (session and device once known)."""
+    structlog.contextvars.clear_contextvars()
+    job = next((a for a in reversed(args or ()) if isinstance(a, dict) and "turn_id" in a), None)
+    name = getattr(task, "name", "") or ""
+    parts = name.split(".")
+    structlog.contextvars.bind_contextvars(
+        task=name, queue=parts[1] if len(parts) > 2 else None,
+        turn_id=job.get("turn_id") if job else None)
+
+
+@task_postrun.connect
+def _unbind_turn(**_: Any) -> None:
+    structlog.contextvars.clear_contextvars()

@@ -119,7 +119,7 @@ class Stage:
         if task_name is None:
             task_name = {"TtsJob": TTS_SPEAK, "AgentStep": AGENT_STEP,
                          "SttJob": STT_TRANSCRIBE}[type(job).__name__]
-        app.send_task(task_name, args=[job.model_dump(mode="json")])
+        app.send_task(task_name, args=[job.model_dump(mode="json")], argsrepr=job.describe())
 
     def queue_ms(self, job: _Job) -> float:
         """Milliseconds from the job's sending to the task's start (the queue hop)."""
@@ -150,6 +150,7 @@ def begin(task: Task, job: _Job, queue: str) -> Stage | None:
         return None
     spec = TurnSpec.model_validate_json(raw_spec)
     stage = Stage(rt, spec, queue, int(attempt), started_at=started)
+    structlog.contextvars.bind_contextvars(session_id=spec.session_id, device=spec.device)
     if flags and stage.should_stop():  # ended or cancelled: let should_stop say which
         return None
     if stage.attempt > rt.settings.max_deliveries:
