@@ -180,6 +180,45 @@ def tools(json: JsonOpt = False) -> None:
 
 
 @app.command()
+def trace(turn_id: str,
+          out_file: Annotated[Path | None, typer.Option("--out", help="Write an .svg or "
+                                                        ".html picture of the waterfall.")] = None,
+          ) -> None:
+    """Show a turn's timeline as a waterfall: queue waits, providers, tools, speech."""
+    from voxqueue.trace import print_waterfall, spans, write_picture
+    from voxqueue.turns import TurnNotFound
+
+    with Client() as client:
+        try:
+            spec = client.store.spec(turn_id)
+        except TurnNotFound as exc:
+            err.print(f"[red]{exc}[/]")
+            raise typer.Exit(1) from exc
+        found = spans(spec, client.store.history(turn_id))
+    out.print(f"turn {turn_id} (session {spec.session_id})")
+    print_waterfall(found, out)
+    if out_file is not None:
+        out.print(f"written: {write_picture(found, f'voxqueue turn {turn_id}', out_file)}")
+
+
+@app.command()
+def doctor() -> None:
+    """Check Redis, the workers of every queue, beat, Flower, providers and keys."""
+    from voxqueue.doctor import run_checks
+
+    checks = run_checks(get_settings())
+    table = Table("check", "", "detail", "fix", box=None)
+    for c in checks:
+        mark = "[green]ok[/]" if c.ok else ("[yellow]warn[/]" if c.warning else "[red]FAIL[/]")
+        table.add_row(c.name, mark, c.detail, c.fix)
+    out.print(table)
+    failed = [c for c in checks if not c.ok and not c.warning]
+    if failed:
+        err.print(f"[red]{len(failed)} problem(s)[/]")
+        raise typer.Exit(1)
+
+
+@app.command()
 def exporter(port: Annotated[int | None, typer.Option(help="HTTP port for /metrics.")] = None,
              address: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
              ) -> None:
