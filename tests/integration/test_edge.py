@@ -33,10 +33,12 @@ from voxqueue.settings import Settings
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
-LONG_REPLY = ("Once upon a time a small robot lived in a lighthouse by the sea. Every night it "
-              "counted the ships that passed and wrote their names in a little book. One stormy "
-              "evening a ship came that had no name at all, and the robot went down to the "
-              "shore to ask it why.")
+LONG_REPLY = (
+    "Once upon a time a small robot lived in a lighthouse by the sea. Every night it "
+    "counted the ships that passed and wrote their names in a little book. One stormy "
+    "evening a ship came that had no name at all, and the robot went down to the "
+    "shore to ask it why."
+)
 
 
 def pcm_of(name: str) -> bytes:
@@ -64,11 +66,18 @@ class Edge:
         self.out = out
         self.screen = io.StringIO()
         settings = Settings(_env_file=None, redis_url=url)  # type: ignore[call-arg]
-        config = EdgeSettings(_env_file=None, **{  # type: ignore[call-arg]
-            "device": "edge-test", "wake_words": ["hey_jarvis", "okay_nabu"], **edge})
+        config = EdgeSettings(
+            _env_file=None,
+            **{  # type: ignore[call-arg]
+                "device": "edge-test",
+                "wake_words": ["hey_jarvis", "okay_nabu"],
+                **edge,
+            },
+        )
         display = Display(Console(file=self.screen, width=200, highlight=False))
-        self.device = Device(config, settings, source,
-                             Player(WavDirOutput(out), realtime=source.live), display)
+        self.device = Device(
+            config, settings, source, Player(WavDirOutput(out), realtime=source.live), display
+        )
 
     def run(self) -> Edge:
         self.device.run()
@@ -96,9 +105,26 @@ def test_two_wake_words_give_exactly_two_turns_with_replies(system, client, fake
     out = tmp_path / "replies"
     env = {**system.env, "VOXQUEUE_EDGE_DEVICE": "edge-two"}
     proc = subprocess.run(
-        [*VOXQUEUE, "edge", "--wav", str(SPEECH / "edge_two_turns.wav"), "--audio-out", str(out),
-         "-w", "hey_jarvis", "-w", "okay_nabu", "--session", "edge-two"],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=90)
+        [
+            *VOXQUEUE,
+            "edge",
+            "--wav",
+            str(SPEECH / "edge_two_turns.wav"),
+            "--audio-out",
+            str(out),
+            "-w",
+            "hey_jarvis",
+            "-w",
+            "okay_nabu",
+            "--session",
+            "edge-two",
+        ],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     screen = proc.stdout
     assert screen.count("wake word Hey Jarvis") == 1, screen
@@ -117,24 +143,31 @@ def test_two_wake_words_give_exactly_two_turns_with_replies(system, client, fake
     assert all(1.5 < (s - 44) / 32000 < 5.0 for s in sizes), sizes
 
 
-@pytest.mark.parametrize("name", ["speech_without_wake_word.wav", "noise_10s.wav",
-                                  "silence_5s.wav"])
+@pytest.mark.parametrize(
+    "name", ["speech_without_wake_word.wav", "noise_10s.wav", "silence_5s.wav"]
+)
 def test_audio_without_a_wake_word_sends_nothing(system, client, fake, tmp_path, name):
-    edge = Edge(system.env["VOXQUEUE_REDIS_URL"], WavSource(SPEECH / name), tmp_path,
-                wake_words=["okay_nabu", "hey_jarvis", "hey_mycroft", "alexa"]).run()
+    edge = Edge(
+        system.env["VOXQUEUE_REDIS_URL"],
+        WavSource(SPEECH / name),
+        tmp_path,
+        wake_words=["okay_nabu", "hey_jarvis", "hey_mycroft", "alexa"],
+    ).run()
     assert edge.device.turns == []
     assert "wake word" not in edge.screen.getvalue()
     assert fake.requests_for("transcriptions") == []
     assert list(tmp_path.glob("*.wav")) == []
 
 
-def test_a_wake_word_without_a_command_times_out_and_sends_nothing(system, client, fake,
-                                                                    tmp_path):
+def test_a_wake_word_without_a_command_times_out_and_sends_nothing(system, client, fake, tmp_path):
     # The wake phrase alone (cut off just after it), then silence.
     pcm = pcm_of("hey_jarvis_time_tokyo.wav")[: int(2.0 * 16000) * 2] + silence(6)
-    edge = Edge(system.env["VOXQUEUE_REDIS_URL"],
-                WavSource(write_wav(tmp_path / "wake_only.wav", pcm)), tmp_path / "out",
-                no_speech_s=3.0).run()
+    edge = Edge(
+        system.env["VOXQUEUE_REDIS_URL"],
+        WavSource(write_wav(tmp_path / "wake_only.wav", pcm)),
+        tmp_path / "out",
+        no_speech_s=3.0,
+    ).run()
     screen = edge.screen.getvalue()
     assert "wake word Hey Jarvis" in screen
     assert "no command heard" in screen
@@ -143,25 +176,27 @@ def test_a_wake_word_without_a_command_times_out_and_sends_nothing(system, clien
 
 
 def test_barge_in_stops_the_reply_cancels_the_turn_and_starts_a_new_one(
-        system, client, fake, tmp_path):
+    system, client, fake, tmp_path
+):
     """The wake word during a long reply: playback stops, the turn is cancelled in every stage,
     and what follows the wake word becomes the next turn. Read at the pace of speech."""
     fake.set_profile(tts_rtf=1.0)  # the reply is synthesized (and played) in real time
     fake.script_transcripts("Tell me a story.", "Set a timer for five minutes.")
     fake.script_chat({"match": "story", "content": LONG_REPLY})
-    stream = (pcm_of("hey_jarvis_time_tokyo.wav") + silence(1.0)
-              + pcm_of("okay_nabu_timer.wav"))
+    # The second wake word comes about 4 s into a reply that lasts over 15 s.
+    stream = pcm_of("hey_jarvis_time_tokyo.wav") + silence(2.0) + pcm_of("okay_nabu_timer.wav")
     source = WavSource(write_wav(tmp_path / "barge_in.wav", stream), realtime=True)
     edge = Edge(system.env["VOXQUEUE_REDIS_URL"], source, tmp_path / "out", session="barge").run()
     first, second = edge.device.turns
     assert first.interrupted and first.status == "cancelled", first
+    assert first.turn_id is not None
     history = events(client, first.turn_id)
     kinds = [e.type for e in history]
     assert "cancelled" in kinds
     assert [e.data["status"] for e in history if e.type == "run-end"] == ["cancelled"]
     # Every stage stopped: each sentence's synthesis checks the flag every 8 chunks, so only a
     # few chunks follow the cancel, and then the stream stops growing.
-    after = kinds[kinds.index("cancelled"):].count("tts-chunk")
+    after = kinds[kinds.index("cancelled") :].count("tts-chunk")
     assert after <= 8 * kinds.count("tts-start"), kinds
     time.sleep(1.0)
     assert len(events(client, first.turn_id)) == len(history)
@@ -199,15 +234,27 @@ def test_announcements_are_spoken_between_turns(system, client, fake, tmp_path):
     stream = Keys().announcements("edge-announce")
     beep = (np.sin(np.arange(8000) / 5) * 8000).astype("<i2").tobytes()
     time.sleep(1.0)  # the listener starts at the stream's end ("$"): write after it started
-    r.xadd(stream, {"e": '{"v":1,"type":"announcement","kind":"alert","text":"Disk full.",'
-                         f'"ts":{time.time()}}}', "pcm": beep})
-    r.xadd(stream, {"e": '{"v":1,"type":"announcement","kind":"timer",'
-                         f'"text":"Your pasta timer is done.","ts":{time.time()}}}'})
+    r.xadd(
+        stream,
+        {
+            "e": '{"v":1,"type":"announcement","kind":"alert","text":"Disk full.",'
+            f'"ts":{time.time()}}}',
+            "pcm": beep,
+        },
+    )
+    r.xadd(
+        stream,
+        {
+            "e": '{"v":1,"type":"announcement","kind":"timer",'
+            f'"text":"Your pasta timer is done.","ts":{time.time()}}}'
+        },
+    )
     thread.join(60)
     assert not thread.is_alive()
     announced = edge.device.responder.announced
     assert [a.kind for a, _ in announced] == ["alert", "timer"]
-    assert announced[0][1] is not None and wav_pcm(announced[0][1].path) == beep
+    played = announced[0][1]
+    assert played is not None and played.path is not None and wav_pcm(played.path) == beep
     spoken = announced[1][1]
     assert spoken is not None and spoken.bytes > 0 and not spoken.stopped
     assert [r["json"]["text"] for r in fake.requests_for("tts")] == ["Your pasta timer is done."]
@@ -268,10 +315,26 @@ def test_the_edge_survives_a_redis_outage_and_recovers(private_system, fake, tmp
     out = tmp_path / "replies"
     env = {**system.env, "VOXQUEUE_EDGE_DEVICE": "edge-outage", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen(
-        [*VOXQUEUE, "edge", "--stdin", "--audio-out", str(out), "-w", "okay_nabu",
-         "-w", "hey_jarvis", "--session", "outage"],
-        env=env, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, text=False)
+        [
+            *VOXQUEUE,
+            "edge",
+            "--stdin",
+            "--audio-out",
+            str(out),
+            "-w",
+            "okay_nabu",
+            "-w",
+            "hey_jarvis",
+            "--session",
+            "outage",
+        ],
+        env=env,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=False,
+    )
     assert proc.stdin is not None and proc.stdout is not None
     lines = Lines(io.TextIOWrapper(proc.stdout, encoding="utf-8", errors="replace"))
     try:
@@ -301,6 +364,23 @@ def test_the_edge_survives_a_redis_outage_and_recovers(private_system, fake, tmp
     assert len(list(out.glob("*-turn-*.wav"))) == 1
 
 
+def test_no_worker_answering_ends_the_turn_with_an_apology(redis_server, tmp_path):
+    """Redis answers but no worker serves its DB (8): the turn times out at its deadline, the
+    user hears the notice once, and the device goes on listening."""
+    url = redis_server.url.rsplit("/", 1)[0] + "/8"
+    redis.Redis.from_url(url).flushdb()
+    pcm = pcm_of("hey_jarvis_time_tokyo.wav") + silence(1.0)
+    source = WavSource(write_wav(tmp_path / "ask.wav", pcm))
+    edge = Edge(url, source, tmp_path / "out", deadline_s=1.0).run()
+    [turn] = edge.device.turns
+    assert turn.status == "timeout", turn
+    screen = edge.screen.getvalue()
+    assert "no answer in time" in screen and screen.count("workers are not answering") == 1
+    assert [p.name.split("-", 1)[1] for p in sorted((tmp_path / "out").iterdir())] == [
+        "earcon-unreachable.wav"
+    ]
+
+
 # -- offline providers ----------------------------------------------------------------------------
 
 
@@ -317,11 +397,17 @@ def offline_system(redis_server, tmp_path_factory) -> Iterator[System]:
     system.stop()
 
 
-@pytest.mark.skipif(not os.path.exists(ROOT / "workers/stt/providers/pocketsphinx_stt.py"),
-                    reason="no offline STT provider")
+@pytest.mark.skipif(
+    not os.path.exists(ROOT / "workers/stt/providers/pocketsphinx_stt.py"),
+    reason="no offline STT provider",
+)
 def test_two_turns_offline_are_transcribed_from_the_device_audio(offline_system, tmp_path):
-    edge = Edge(offline_system.env["VOXQUEUE_REDIS_URL"], WavSource(SPEECH / "edge_two_turns.wav"),
-                tmp_path, session="edge-offline").run()
+    edge = Edge(
+        offline_system.env["VOXQUEUE_REDIS_URL"],
+        WavSource(SPEECH / "edge_two_turns.wav"),
+        tmp_path,
+        session="edge-offline",
+    ).run()
     turns = edge.device.turns
     assert len(turns) == 2, edge.screen.getvalue()
     assert "tokyo" in (turns[0].transcript or "").lower(), turns[0]

@@ -1,0 +1,126 @@
+"""What the server says unasked (timers, reminders, monitor alerts) on the device's stream.
+
+Entries have ``e`` (JSON: ``{"v": 1, "type": "announcement", "kind", "text", "ts", ...}``) and
+optionally ``pcm`` (16 kHz mono int16, ready to play). A background thread reads them with
+``XREAD BLOCK``; it is also the device's heartbeat: its errors and recoveries tell the device
+whether Redis can be reached, and it reconnects with backoff.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from edge.link import Backoff, Link, is_connection_error
+
+log = logging.getLogger("voxqueue.edge")
+
+
+@dataclass(frozen=True)
+class Announcement:
+    id: str
+    kind: str
+    text: str
+    ts: float
+    pcm: bytes | None = None
+
+
+def parse(entry_id: bytes | str, fields: Mapping[bytes, bytes]) -> Announcement | None:
+    """The announcement in one stream entry, or None when it is not one we can speak."""
+    ident = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    try:
+        data = json.loads(fields.get(b"e", b"{}"))
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or data.get("type") != "announcement":
+        return None
+    text = str(data.get("text") or "").strip()
+    pcm = fields.get(b"pcm") or None
+    if not text and not pcm:
+        return None
+    try:
+        ts = float(data.get("ts") or time.time())
+    except (TypeError, ValueError):
+        ts = time.time()
+    return Announcement(ident, str(data.get("kind") or "announcement"), text, ts, pcm)
+
+
+class AnnouncementListener:
+    """Reads the device's announcement stream in a thread and hands each one to ``deliver``."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        stream: str,
+        link: Link,
+        deliver: Callable[[Announcement], None],
+        *,
+        block_ms: int = 2000,
+        max_age_s: float = 600.0,
+    ) -> None:
+        self.stream = stream
+        self.link = link
+        self.deliver = deliver
+        self.block_ms = block_ms
+        self.max_age_s = max_age_s
+        self.last_id: str | None = None
+        """None until the first connection, which starts at the stream's end ("$")."""
+        # No retries inside the client: a lost server is noticed at once and retried here.
+        self.r = redis.Redis.from_url(
+            redis_url,
+            socket_timeout=block_ms / 1000 + 5,
+            socket_connect_timeout=3,
+            retry=Retry(NoBackoff(), 0),
+        )
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="edge-announcements", daemon=True)
+        self.backoff = Backoff()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self.r.connection_pool.disconnect()  # ends a blocked XREAD at once
+        self._thread.join(timeout=self.block_ms / 1000 + 2)
+        self.r.close()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self._read_once()
+                self.link.ok()
+                self.backoff.reset()
+            except Exception as exc:
+                if self._stop.is_set():
+                    return
+                if is_connection_error(exc):
+                    self.link.failed(f"{exc.__class__.__name__}: {exc}")
+                else:
+                    log.exception("announcements: unexpected error")
+                self._stop.wait(self.backoff.next())
+
+    def _read_once(self) -> None:
+        if self.last_id is None:
+            newest: Any = self.r.xrevrange(self.stream, count=1)
+            self.last_id = newest[0][0].decode() if newest else "0-0"
+        answer: Any = self.r.xread({self.stream: self.last_id}, count=20, block=self.block_ms)
+        for _key, entries in answer or []:
+            for entry_id, fields in entries:
+                self.last_id = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+                item = parse(entry_id, fields)
+                if item is None:
+                    log.warning("announcements: skipped an entry that is not one: %s", entry_id)
+                elif time.time() - item.ts > self.max_age_s:
+                    log.warning("announcements: skipped a stale one (%s)", item.text)
+                else:
+                    self.deliver(item)

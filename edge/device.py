@@ -1,0 +1,195 @@
+"""The device: one audio loop for every source, turning what it hears into turns.
+
+The loop runs the :class:`~edge.pipeline.Listener` on each 10 ms frame and reacts to what it
+reports: a wake word (barge-in when something is being said), a complete command (a turn for
+the :class:`~edge.responder.Responder`), silence after a wake word (nothing is sent). Between
+turns it delivers what arrived unasked (announcements, connection notices) and, after a reply
+that asked a question, listens once more without the wake word. It never waits on the network.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+
+from edge.announcements import Announcement, AnnouncementListener
+from edge.display import Display
+from edge.link import Link, redis_answers
+from edge.pipeline import Listener, NoSpeech, Utterance, Woke
+from edge.player import Player
+from edge.responder import AnnounceJob, NoticeJob, Responder, TurnJob, TurnRecord
+from edge.settings import EdgeSettings
+from edge.sources import Source
+from voxqueue.client import Client
+from voxqueue.keys import Keys
+from voxqueue.redis_conn import redact
+from voxqueue.settings import Settings
+
+log = logging.getLogger("voxqueue.edge")
+
+
+class Device:
+    """Listens on ``source``, talks through ``player``, reaches the server through Redis."""
+
+    def __init__(
+        self,
+        edge: EdgeSettings,
+        settings: Settings,
+        source: Source,
+        player: Player,
+        display: Display | None = None,
+        *,
+        announcements: bool = True,
+    ) -> None:
+
+        self.edge = edge
+        self.settings = settings
+        self.source = source
+        self.display = display or Display()
+        self.listener = Listener.from_settings(edge)
+        self.client = Client(settings)
+        self.redis_link = Link("redis", self._link_down, self._link_up)
+        self.workers_link = Link("workers", self._link_down, self._link_up)
+        self.responder = Responder(
+            self.client,
+            player,
+            self.display,
+            device=edge.device,
+            deadline_s=edge.deadline_s,
+            redis_link=self.redis_link,
+            workers_link=self.workers_link,
+            earcons=edge.earcons,
+            probe=lambda: redis_answers(settings.redis_url),
+            on_turn_done=self._turn_done,
+        )
+        self._unasked: queue.Queue[AnnounceJob | NoticeJob] = queue.Queue()
+        self._follow_up = threading.Event()
+        self._session: str | None = None
+        self._last_turn = 0.0
+        self.notices: list[str] = []
+        stream = Keys(settings.key_prefix).announcements(edge.device)
+        self.announcements = (
+            AnnouncementListener(settings.redis_url, stream, self.redis_link, self._announcement)
+            if announcements
+            else None
+        )
+
+    @property
+    def turns(self) -> list[TurnRecord]:
+        return self.responder.turns
+
+    # -- the loop ----------------------------------------------------------------------------
+    def run(self) -> None:
+        """Listen until the source ends (a file, stdin) or forever (the microphone)."""
+        self.display.info(
+            f"device {self.edge.device} listening for {' / '.join(self.listener.wake.names)}, "
+            f"server {redact(self.settings.redis_url)}"
+        )
+        self.responder.start()
+        if self.announcements is not None:
+            self.announcements.start()
+        try:
+            for frame in self.source.frames():
+                self.step(frame)
+            self._handle(self.listener.end_of_input())
+            self.responder.wait_idle()  # the last reply plays out
+        finally:
+            self.close()
+
+    def step(self, frame: bytes) -> None:
+        """One 10 ms frame. A failure is reported and the capture dropped, never raised."""
+        try:
+            self._handle(self.listener.feed(frame))
+            if not self.listener.capturing and not self.responder.busy:
+                self._between_turns()
+            if not self.source.live:  # a file read at full speed: let each reply finish
+                self.responder.wait_idle()
+        except Exception:
+            log.exception("edge: frame processing failed; listening afresh")
+            self.listener.capture.take()
+
+    def close(self) -> None:
+        if self.announcements is not None:
+            self.announcements.close()
+        self.responder.close()
+        self.source.close()
+        self.client.close()
+
+    # -- reactions ---------------------------------------------------------------------------
+    def _handle(self, event: Woke | Utterance | NoSpeech | None) -> None:
+        if event is None:
+            return
+        if isinstance(event, Woke):
+            self._follow_up.clear()
+            barge_in = self.responder.interrupt("barge-in")
+            d = event.detection
+            self.display.line(
+                f"[bold green]wake word[/] {d.phrase} [dim]at {d.at:.2f} s"
+                f"{', barge-in' if barge_in else ''}"
+                f"{', starting over' if event.restarted else ''}[/]"
+            )
+        elif isinstance(event, Utterance):
+            live_lag = (
+                self.edge.trailing_silence_s
+                if self.source.live and event.reason == "silence"
+                else 0.0
+            )
+            self.responder.submit(
+                TurnJob(
+                    event.pcm,
+                    time.time() - live_lag,
+                    self._session_id(),
+                    follow_up=event.wake is None,
+                )
+            )
+        else:
+            self.display.info("no command heard" + (" (follow-up)" if event.follow_up else ""))
+
+    def _between_turns(self) -> None:
+        if self._follow_up.is_set():
+            self._follow_up.clear()
+            self.listener.follow_up(self.edge.follow_up_s)
+            self.display.info(f"listening for {self.edge.follow_up_s:g} s (follow-up)")
+            return
+        try:
+            job = self._unasked.get_nowait()
+        except queue.Empty:
+            return
+        if isinstance(job, NoticeJob) and self.redis_link.up and self.workers_link.up:
+            return  # the outage ended before there was a quiet moment to tell it
+        self.responder.submit(job)
+
+    def _session_id(self) -> str:
+        if self.edge.session:
+            return self.edge.session
+        now = time.monotonic()
+        if self._session is None or now - self._last_turn > self.edge.session_idle_s:
+            self._session = f"{self.edge.device}.{int(time.time())}"
+        self._last_turn = now
+        return self._session
+
+    # -- called from other threads ---------------------------------------------------------
+    def _turn_done(self, record: TurnRecord) -> None:
+        asked = (record.reply or "").rstrip().endswith("?")
+        if record.status == "ok" and asked and not record.interrupted and self.edge.follow_up_s > 0:
+            self._follow_up.set()
+
+    def _announcement(self, item: Announcement) -> None:
+        self._unasked.put(AnnounceJob(item))
+
+    def _link_down(self, name: str, reason: str) -> None:
+        text = (
+            "Cannot reach the server (Redis); still listening, retrying."
+            if name == "redis"
+            else "The server's workers are not answering; still listening."
+        )
+        self.notices.append(f"{name} unreachable")
+        log.warning("edge: %s unreachable: %s", name, reason)
+        self.display.warn(text)
+        self._unasked.put(NoticeJob("unreachable", ""))  # the sound waits for a quiet moment
+
+    def _link_up(self, name: str) -> None:
+        self.notices.append(f"{name} reachable")
+        self.display.line(f"[green]{name} reachable again[/]")
