@@ -45,7 +45,7 @@ class FlipServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 body = b"ok" if server.status < 400 else b"broken"
                 self.send_response(server.status)
                 self.send_header("Content-Length", str(len(body)))
@@ -79,8 +79,12 @@ def tiny_context(redis_server, fake_providers, tmp_path) -> Iterator[System]:
     """An agent worker whose model has a 600-token context window (DB 9)."""
     url = redis_server.url[:-1] + "9"
     redis.Redis.from_url(url).flushdb()
-    env = system_env(url, fake_providers, VOXQUEUE_CONTEXT_LIMITS='{"gpt-4o-mini": 600}',
-                     VOXQUEUE_TOOLS_ALLOW="get_current_time")
+    env = system_env(
+        url,
+        fake_providers,
+        VOXQUEUE_CONTEXT_LIMITS='{"gpt-4o-mini": 600}',
+        VOXQUEUE_TOOLS_ALLOW="get_current_time",
+    )
     system = System(env, tmp_path / "logs", beat=False)
     system.start(("agent",))
     yield system
@@ -88,21 +92,20 @@ def tiny_context(redis_server, fake_providers, tmp_path) -> Iterator[System]:
 
 
 def test_a_60_turn_session_in_a_tiny_context_still_knows_turn_one(tiny_context, fake):
-    fake.script_chat({"match": "summarize the conversation", "repeat": True,
-                      "content": SUMMARY})
+    fake.script_chat({"match": "summarize the conversation", "repeat": True, "content": SUMMARY})
     client = tiny_context.client()
-    questions = ["my locker code is 4711",
-                 *[f"filler message number {n}, nothing important" for n in range(58)],
-                 "what is my locker code?"]
+    questions = [
+        "my locker code is 4711",
+        *[f"filler message number {n}, nothing important" for n in range(58)],
+        "what is my locker code?",
+    ]
     summaries = []
     for question in questions:
         turn = client.ask(question, session="locker", speak=False)
         result = turn.wait(timeout=30)
         assert result.status == "ok", (question, result.error)
-        summaries += [e.event.data for e in turn._entries
-                      if e.event.type == "context-summarized"]
+        summaries += [e.event.data for e in turn._entries if e.event.type == "context-summarized"]
 
-    print("SUMMARIES", len(summaries), summaries[:2], len(fake.chat_requests()))
     assert summaries and all(s["mode"] == "summary" for s in summaries)
     assert all(s["after_tokens"] <= 480 < s["before_tokens"] for s in summaries)
     requests = fake.chat_requests()
@@ -117,7 +120,8 @@ def test_a_60_turn_session_in_a_tiny_context_still_knows_turn_one(tiny_context, 
     assert final["messages"][1] == {"role": "system", "content": SUMMARY_PREFIX + SUMMARY}
     assert not any(m["content"] == "my locker code is 4711" for m in final["messages"])
     used = count_messages(final["messages"], "gpt-4o-mini") + count_tools(
-        final["tools"], "gpt-4o-mini")
+        final["tools"], "gpt-4o-mini"
+    )
     assert used <= 480
     # The history in Redis is the compacted one; its accounting counts the summaries.
     r = redis.Redis.from_url(tiny_context.env["VOXQUEUE_REDIS_URL"])
@@ -127,8 +131,14 @@ def test_a_60_turn_session_in_a_tiny_context_still_knows_turn_one(tiny_context, 
 
     # The sessions command lists, shows and clears it.
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*VOXQUEUE, "sessions", *args], env=tiny_context.env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=60)
+        return subprocess.run(
+            [*VOXQUEUE, "sessions", *args],
+            env=tiny_context.env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
 
     listed = cli("--json")
     assert listed.returncode == 0, listed.stderr
@@ -137,15 +147,26 @@ def test_a_60_turn_session_in_a_tiny_context_still_knows_turn_one(tiny_context, 
     assert 0 < info["expires_in_s"] <= 7 * 24 * 3600
     shown = cli("show", "locker")
     assert shown.returncode == 0 and json.loads(shown.stdout)[1]["content"].startswith(
-        SUMMARY_PREFIX)
+        SUMMARY_PREFIX
+    )
     assert cli("clear", "locker").returncode == 0
     assert cli("show", "locker").returncode == 1
 
 
 # -- monitors -----------------------------------------------------------------------------
 
-SETTINGS_MONITORS = [{"name": "tts-backlog", "kind": "queue_depth", "target": "tts",
-                      "condition": "> 1000", "every": 1}]
+SETTINGS_MONITORS = [
+    {
+        "name": "tts-backlog",
+        "kind": "queue_depth",
+        "target": "tts",
+        "condition": "> 1000",
+        "every": 1,
+    },
+    # This system runs no stt worker.
+    {"name": "stt-workers", "kind": "workers_missing", "target": "agent,stt", "every": 2},
+    {"name": "llm-errors", "kind": "provider_errors", "target": "llm", "every": 2},
+]
 
 
 @pytest.fixture(scope="module")
@@ -153,9 +174,13 @@ def watched(redis_server, fake_providers, tmp_path_factory) -> Iterator[System]:
     """A system with beat (DB 10) whose monitors may check 127.0.0.1 every second."""
     url = redis_server.url[:-1] + "10"
     redis.Redis.from_url(url).flushdb()
-    env = system_env(url, fake_providers, VOXQUEUE_MONITOR_MIN_EVERY_S="1",
-                     VOXQUEUE_URL_ALLOWLIST="127.0.0.1",
-                     VOXQUEUE_MONITORS=json.dumps(SETTINGS_MONITORS))
+    env = system_env(
+        url,
+        fake_providers,
+        VOXQUEUE_MONITOR_MIN_EVERY_S="1",
+        VOXQUEUE_URL_ALLOWLIST="127.0.0.1",
+        VOXQUEUE_MONITORS=json.dumps(SETTINGS_MONITORS),
+    )
     system = System(env, tmp_path_factory.mktemp("monitor-logs"))
     system.start(("agent", "tools", "monitor"))
     yield system
@@ -178,11 +203,22 @@ def announcements(system: System, device: str) -> list[dict[str, Any]]:
 
 def create_by_voice(system: System, fake: Any, *, name: str, url: str, device: str) -> None:
     fake.script_chat(
-        {"match": f"watch {name}", "tool_calls": [{"name": "create_monitor", "arguments": {
-            "kind": "http", "target": url, "every": 1, "name": name}}]},
-        {"after_tool": True, "content": "I'm watching it."})
-    result = system.client().ask(f"watch {name}", session=f"s-{device}", device=device,
-                                 speak=False).wait(timeout=30)
+        {
+            "match": f"watch {name}",
+            "tool_calls": [
+                {
+                    "name": "create_monitor",
+                    "arguments": {"kind": "http", "target": url, "every": 1, "name": name},
+                }
+            ],
+        },
+        {"after_tool": True, "content": "I'm watching it."},
+    )
+    result = (
+        system.client()
+        .ask(f"watch {name}", session=f"s-{device}", device=device, speak=False)
+        .wait(timeout=30)
+    )
     assert result.status == "ok", result.error
     assert f"Monitor '{name}' created" in (result.tool_calls[0].result or "")
 
@@ -190,6 +226,11 @@ def create_by_voice(system: System, fake: Any, *, name: str, url: str, device: s
 def test_monitors_from_the_settings_run_at_beat_start(watched):
     wait_until(lambda: checks(watched, "tts-backlog") >= 2)
     assert state(watched, "tts-backlog")["state"] == "ok"
+    wait_until(lambda: checks(watched, "stt-workers") >= 1)
+    missing = state(watched, "stt-workers")
+    assert missing["state"] == "alerting" and missing["detail"].startswith("no worker serves stt")
+    wait_until(lambda: checks(watched, "llm-errors") >= 1)
+    assert state(watched, "llm-errors")["state"] == "ok"
 
 
 def test_a_failing_site_alerts_once_in_the_next_turn_and_on_the_device(watched, fake, site):
@@ -207,44 +248,59 @@ def test_a_failing_site_alerts_once_in_the_next_turn_and_on_the_device(watched, 
     assert (event["v"], event["type"], event["kind"]) == (1, "announcement", "alert")
     assert event["text"].startswith("site needs attention: ") and "answered 500" in event["text"]
 
-    turn = watched.client().ask("anything new?", session="s-kitchen", device="kitchen",
-                                speak=False)
+    turn = watched.client().ask("anything new?", session="s-kitchen", device="kitchen", speak=False)
     assert turn.wait(timeout=30).status == "ok"
     messages = fake.chat_requests()[-1]["messages"]
-    alerts = [m for m in messages if m["role"] == "system"
-              and m["content"].startswith("Monitor alert: site needs attention")]
+    alerts = [
+        m
+        for m in messages
+        if m["role"] == "system" and m["content"].startswith("Monitor alert: site needs attention")
+    ]
     assert len(alerts) == 1
     assert messages.index(alerts[0]) == len(messages) - 2  # right before the user's message
     assert [e.event.data["text"] for e in turn._entries if e.event.type == "alert"] == [
-        alerts[0]["content"].removeprefix("Monitor alert: ")]
+        alerts[0]["content"].removeprefix("Monitor alert: ")
+    ]
     # Drained: the turn after that hears nothing more.
-    watched.client().ask("and now?", session="s-kitchen", device="kitchen",
-                         speak=False).wait(timeout=30)
-    assert not any(m["content"].startswith("Monitor alert")
-                   for m in fake.chat_requests()[-1]["messages"][-2:])
+    watched.client().ask("and now?", session="s-kitchen", device="kitchen", speak=False).wait(
+        timeout=30
+    )
+    assert not any(
+        m["content"].startswith("Monitor alert") for m in fake.chat_requests()[-1]["messages"][-2:]
+    )
 
     # The agent's other monitor tools, by voice.
     fake.script_chat(
-        {"match": "how is my site", "tool_calls": [
-            {"name": "monitor_status", "arguments": {"name": "site"}},
-            {"name": "list_monitors", "arguments": {}}]},
+        {
+            "match": "how is my site",
+            "tool_calls": [
+                {"name": "monitor_status", "arguments": {"name": "site"}},
+                {"name": "list_monitors", "arguments": {}},
+            ],
+        },
         {"after_tool": True, "content": "It is down."},
-        {"match": "stop watching", "tool_calls": [
-            {"name": "delete_monitor", "arguments": {"name": "site"}}]},
-        {"after_tool": True, "content": "Stopped."})
-    status = watched.client().ask("how is my site", session="s-kitchen", device="kitchen",
-                                  speak=False).wait(timeout=30)
+        {
+            "match": "stop watching",
+            "tool_calls": [{"name": "delete_monitor", "arguments": {"name": "site"}}],
+        },
+        {"after_tool": True, "content": "Stopped."},
+    )
+    status = (
+        watched.client()
+        .ask("how is my site", session="s-kitchen", device="kitchen", speak=False)
+        .wait(timeout=30)
+    )
     told = {c.name: c.result or "" for c in status.tool_calls}
     assert "State alerting" in told["monitor_status"] and "1 alert." in told["monitor_status"]
     assert "site:" in told["list_monitors"] and "tts-backlog:" in told["list_monitors"]
-    watched.client().ask("stop watching", session="s-kitchen", device="kitchen",
-                         speak=False).wait(timeout=30)
+    watched.client().ask("stop watching", session="s-kitchen", device="kitchen", speak=False).wait(
+        timeout=30
+    )
     r = redis.Redis.from_url(watched.env["VOXQUEUE_REDIS_URL"])
     assert not r.exists("vq:redbeat:monitor:site") and not r.hexists(KEYS.monitors(), "site")
 
 
-def test_one_beat_at_a_time_and_a_restart_keeps_monitors_without_double_alerts(
-        watched, fake, site):
+def test_one_beat_at_a_time_and_a_restart_keeps_monitors_without_double_alerts(watched, fake, site):
     site.status = 503
     create_by_voice(watched, fake, name="hall-site", url=site.url, device="hall")
     wait_until(lambda: checks(watched, "hall-site") >= 2)
@@ -261,9 +317,7 @@ def test_one_beat_at_a_time_and_a_restart_keeps_monitors_without_double_alerts(
 
     # Stop the first: the second takes over, and the monitor keeps being checked.
     sup.stop(first)
-    print("BEAT1LOG", first.log_path.read_text()[-3000:])
-    wait_until(lambda: "Acquired lock" in second.log_path.read_text(errors="replace"),
-               timeout=30)
+    wait_until(lambda: "Acquired lock" in second.log_path.read_text(errors="replace"), timeout=30)
     before = checks(watched, "hall-site")
     wait_until(lambda: checks(watched, "hall-site") >= before + 3)
     assert state(watched, "hall-site")["alerts"] == "1"
@@ -279,7 +333,3 @@ def test_one_beat_at_a_time_and_a_restart_keeps_monitors_without_double_alerts(
     assert state(watched, "hall-site")["alerts"] == "2"
     assert len(announcements(watched, "hall")) == 1
     assert r.llen(KEYS.device_alerts("hall")) == 2
-    print("BEAT2LOG", second.log_path.read_text()[-3000:])
-    import glob
-    for f in glob.glob(str(sup.log_dir) + "/worker-monitor.log"):
-        print("MONLOG", open(f).read()[-4000:])

@@ -32,5 +32,24 @@ class History:
         pipe.expire(self.key, self.ttl_s)
         pipe.execute()
 
+    def replace(self, messages: Iterable[Message], *, expect_len: int | None = None) -> bool:
+        """Swap the whole history atomically; False (nothing written) when ``expect_len`` is
+        given and the list no longer has that length, or it changed meanwhile."""
+        items = [json.dumps(m, ensure_ascii=False) for m in messages]
+        with self.r.pipeline(transaction=True) as pipe:
+            try:
+                pipe.watch(self.key)
+                if expect_len is not None and int(pipe.llen(self.key)) != expect_len:
+                    return False
+                pipe.multi()
+                pipe.delete(self.key)
+                if items:
+                    pipe.rpush(self.key, *items)
+                    pipe.expire(self.key, self.ttl_s)
+                pipe.execute()
+            except redis.WatchError:
+                return False
+        return True
+
     def __len__(self) -> int:
         return int(self.r.llen(self.key))

@@ -1,16 +1,100 @@
-"""What the model sees: the session's history, kept within the model's context window."""
+"""What the model sees: the session's history, kept within the model's context window.
+
+Before every LLM call the history's tokens are counted with the model's tokenizer (tool
+definitions included). Past ``context_threshold`` of the model's window the older turns are
+summarized by the chat model (trimmed with the local agent) and the history in Redis is
+replaced by: the system prompt, one summary message, the recent turns verbatim.
+"""
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING
 
+import structlog
+
+from workers.agent.context.accounting import record_compaction, record_step
+from workers.agent.context.budget import context_limit
+from workers.agent.context.compaction import Compaction, compact
+from workers.agent.context.tokens import count_messages, count_tools
 from workers.agent.messages import Message
 
 if TYPE_CHECKING:
     from workers.agent.history import History
+    from workers.runtime.resources import Runtime
     from workers.runtime.stage import Stage
+
+log = structlog.get_logger("voxqueue.context")
+
+_tools_tokens: dict[tuple[int, int, str], int] = {}
+
+
+def tools_tokens(rt: Runtime, model_name: str) -> int:
+    """Tokens of the tool definitions offered to the model (counted once per process)."""
+    schemas = rt.tools.schemas()
+    key = (id(rt.tools), len(schemas), model_name)
+    if key not in _tools_tokens:
+        _tools_tokens[key] = count_tools(schemas, model_name)
+    return _tools_tokens[key]
 
 
 def prepare_context(stage: Stage, history: History) -> list[Message]:
     """The messages for this step's LLM call (the whole history, compacted when it grows)."""
-    return history.load()
+    rt, spec, settings = stage.rt, stage.spec, stage.rt.settings
+    model_name = settings.llm_model
+    messages = history.load()
+    limit = context_limit(settings, model_name)
+    allowed = int(limit * settings.context_threshold)
+    tool_tokens = tools_tokens(rt, model_name)
+    tokens = count_messages(messages, model_name) + tool_tokens
+    if tokens > allowed:
+        done = _compact(stage, history, messages, allowed, tool_tokens)
+        if done is not None:
+            messages, tokens = done.messages, done.after_tokens
+    record_step(
+        rt.redis,
+        rt.keys,
+        spec,
+        tokens=tokens,
+        limit=limit,
+        messages=len(messages),
+        ttl_s=settings.session_ttl_s,
+    )
+    return messages
+
+
+def _compact(
+    stage: Stage, history: History, messages: list[Message], allowed: int, tool_tokens: int
+) -> Compaction | None:
+    """Compact, store the shorter history, count it and report it as an event."""
+    rt, spec, settings = stage.rt, stage.spec, stage.rt.settings
+    chat = rt.chat_model
+    result = compact(
+        messages,
+        model=None if chat.name == "local" else chat,
+        model_name=settings.llm_model,
+        budget_tokens=allowed,
+        tools_tokens=tool_tokens,
+        keep_turns=settings.keep_recent_turns,
+        deadline=time.time() + max(1.0, stage.remaining() / 2),
+    )
+    if result is None:
+        return None
+    stored = history.replace(result.messages, expect_len=len(messages))
+    if not stored:  # the history moved meanwhile: use the shorter one for this call only
+        log.warning("history changed during compaction; not stored", turn_id=spec.turn_id)
+    count = record_compaction(
+        rt.redis, rt.keys, spec.session_id, result.mode, settings.session_ttl_s
+    )
+    stage.emit(
+        "context-summarized",
+        {
+            "mode": result.mode,
+            "before_tokens": result.before_tokens,
+            "after_tokens": result.after_tokens,
+            "summarized_messages": result.folded,
+            "count": count,
+            "stored": stored,
+        },
+    )
+    return result

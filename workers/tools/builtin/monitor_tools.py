@@ -37,10 +37,17 @@ def _ago(ts: float | None) -> str:
     return f"{seconds // 60} min ago"
 
 
-@tool(side_effects=True, examples=("watch {target}", "keep an eye on {target}",
-                                   "tell me when {target} is down"))
-def create_monitor(kind: Kind = "http", target: str = "", condition: str = "",
-                   every: float = 60, name: str = "") -> str:
+@tool(
+    side_effects=True,
+    examples=(
+        "watch the website {target}",
+        "monitor the site {target}",
+        "tell me when {target} is down",
+    ),
+)
+def create_monitor(
+    kind: Kind = "http", target: str = "", condition: str = "", every: float = 60, name: str = ""
+) -> str:
     """Start watching something and alert the person when it changes: a web page or API
     (http), a number in a JSON API crossing a threshold such as a price or a temperature
     (json), or the assistant's own health (queue_depth, workers_missing, provider_errors).
@@ -63,22 +70,28 @@ def create_monitor(kind: Kind = "http", target: str = "", condition: str = "",
     if kind in ("http", "json") and target and "://" not in target:
         target = "https://" + target
     if store.count() >= rt.settings.monitor_max_count:
-        raise ValueError(f"there are already {rt.settings.monitor_max_count} monitors: "
-                         "delete one first")
+        raise ValueError(
+            f"there are already {rt.settings.monitor_max_count} monitors: delete one first"
+        )
     chosen = " ".join(name.lower().split()).replace(" ", "-") or name_for(kind, target)
     if not name and store.get(chosen) is not None:
-        chosen = next(f"{chosen}-{n}" for n in range(2, 1000)
-                      if store.get(f"{chosen}-{n}") is None)
+        chosen = next(f"{chosen}-{n}" for n in range(2, 1000) if store.get(f"{chosen}-{n}") is None)
     shortest = rt.settings.monitor_min_every_s
     call = current_call()
     try:
-        monitor = Monitor(name=chosen, kind=kind, target=target, condition=condition,
-                          every=max(every, shortest),
-                          session_id=call.session_id if call else None,
-                          device=call.device if call else None)
+        monitor = Monitor(
+            name=chosen,
+            kind=kind,
+            target=target,
+            condition=condition,
+            every=max(every, shortest),
+            session_id=call.session_id if call else None,
+            device=call.device if call else None,
+        )
     except ValidationError as exc:
-        raise ValueError("; ".join(str(e["msg"]).removeprefix("Value error, ")
-                                   for e in exc.errors())) from None
+        raise ValueError(
+            "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
+        ) from None
     if kind in ("http", "json"):  # refuse now what the check would refuse every time
         check_url(monitor.target, Allowlist.parse(rt.settings.url_allowlist))
     if not store.save(monitor):
@@ -89,8 +102,10 @@ def create_monitor(kind: Kind = "http", target: str = "", condition: str = "",
     schedule_monitor(app, monitor)
     app.send_task(RUN_CHECK, args=[monitor.name])  # the first check sets the baseline now
     note = f" (the shortest interval allowed is {shortest:g} s)" if every < shortest else ""
-    return (f"Monitor {monitor.name!r} created: watching {monitor.describe().split(': ', 1)[1]}"
-            f"{note}. I'll tell you when that changes.")
+    return (
+        f"Monitor {monitor.name!r} created: watching {monitor.describe().split(': ', 1)[1]}"
+        f"{note}. I'll tell you when that changes."
+    )
 
 
 @tool(examples=("list my monitors", "what are you monitoring", "which monitors are running"))
@@ -107,8 +122,13 @@ def list_monitors() -> str:
     return f"{len(monitors)} monitor{'s' if len(monitors) != 1 else ''}: " + "; ".join(lines)
 
 
-@tool(examples=("status of the {name} monitor", "how is the {name} monitor",
-                "what does the {name} monitor say"))
+@tool(
+    examples=(
+        "status of the {name} monitor",
+        "how is the {name} monitor",
+        "what does the {name} monitor say",
+    )
+)
 def monitor_status(name: str) -> str:
     """Tell how one monitor is doing: its state, since when, and its last check.
 
@@ -123,13 +143,17 @@ def monitor_status(name: str) -> str:
     state = store.state(monitor.name)
     if state.checked_at is None:
         return f"{monitor.describe()}. Not checked yet."
-    return (f"{monitor.describe()}. State {state.state} since {_ago(state.since)}; last check "
-            f"{_ago(state.checked_at)}: {state.detail}. {state.checks} checks, "
-            f"{state.alerts} alert{'s' if state.alerts != 1 else ''}.")
+    return (
+        f"{monitor.describe()}. State {state.state} since {_ago(state.since)}; last check "
+        f"{_ago(state.checked_at)}: {state.detail}. {state.checks} checks, "
+        f"{state.alerts} alert{'s' if state.alerts != 1 else ''}."
+    )
 
 
-@tool(side_effects=True, examples=("stop monitoring {name}", "delete the {name} monitor",
-                                   "remove monitor {name}"))
+@tool(
+    side_effects=True,
+    examples=("stop monitoring {name}", "delete the {name} monitor", "remove monitor {name}"),
+)
 def delete_monitor(name: str) -> str:
     """Stop a monitor and delete it.
 
