@@ -47,7 +47,7 @@ def throughput(processes: int, jobs: int, env_extra: dict[str, str], fake: objec
                 turns = [client.speak(SENTENCE, deadline_s=600) for _ in range(jobs)]
                 errors = []
 
-                def wait(turn):  # noqa: ANN001
+                def wait(turn):
                     if turn.wait(timeout=600).status != "ok":
                         errors.append(turn.turn_id)
 

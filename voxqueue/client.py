@@ -156,6 +156,13 @@ class Client:
               created_at: float | None = None, **fields: object) -> TurnSpec:
         now = time.time()
         created = created_at if created_at is not None else now
+        text = fields.get("text")
+        if isinstance(text, str) and not text.isascii():
+            try:  # lone surrogates (undecodable bytes, e.g. from argv) cannot be stored
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise InputError(ErrorCode.INVALID_INPUT,
+                                 f"the text is not valid UTF-8: {exc}") from exc
         try:
             return TurnSpec.model_validate({
                 "turn_id": turn_id or new_id(),
@@ -181,10 +188,13 @@ class Client:
         self._send(task, job)
 
     def _send(self, task: str, job: Any) -> None:
+        from voxqueue.tracing import turn_root  # the turn's root span when tracing is on
+
         job.enqueued_at = time.time()
         try:
-            self._celery.send_task(task, args=[job.model_dump(mode="json")],
-                                   argsrepr=job.describe())
+            with turn_root(self.settings, job.turn_id, task) as headers:
+                self._celery.send_task(task, args=[job.model_dump(mode="json")],
+                                       argsrepr=job.describe(), headers=headers)
         except (redis.RedisError, OperationalError) as exc:
             raise Unavailable(f"Redis at {redact(self.settings.redis_url)} is unreachable: "
                               f"{exc}") from exc

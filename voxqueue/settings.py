@@ -158,6 +158,14 @@ class Settings(BaseSettings):
     speak_while_thinking: bool = True
     """Send each sentence to TTS as soon as the LLM has written it (off: after the reply)."""
 
+    # -- traces (the ``otel`` extra) -----------------------------------------------------------
+    otel_enabled: bool = False
+    """One OpenTelemetry trace per turn across all queues (voxqueue/tracing.py)."""
+    otel_exporter: str = "otlp"
+    """``otlp`` (OTLP/HTTP, set by the ``OTEL_EXPORTER_OTLP_*`` variables), ``console``, or
+    ``jsonl:/path/file`` (one JSON object per finished span)."""
+    otel_service_name: str = "voxqueue"
+
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @field_validator("stt", "llm", "tts")

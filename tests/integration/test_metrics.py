@@ -55,7 +55,8 @@ def test_histograms_fill_from_turn_events(client, fake):
     assert value(text, 'voxqueue_queue_wait_seconds_count{queue="agent"}') >= 2
     assert value(text, 'voxqueue_queue_wait_seconds_count{queue="tools"}') >= 1
     assert value(text, 'voxqueue_stage_seconds_count{provider="openai",stage="llm"}') >= 2
-    assert value(text, 'voxqueue_provider_ttfb_seconds_count{provider="elevenlabs",stage="tts"}') >= 1
+    tts_ttfb = 'voxqueue_provider_ttfb_seconds_count{provider="elevenlabs",stage="tts"}'
+    assert value(text, tts_ttfb) >= 1
     assert value(text, 'voxqueue_tool_seconds_count{ok="true",tool="add_numbers"}') >= 1
     assert value(text, "voxqueue_time_to_first_audio_seconds_count") >= 1
     assert value(text, 'voxqueue_workers{queue="tts"}') >= 1

@@ -145,7 +145,8 @@ def test_convert_units():
 
 def test_calculate_still_works():
     assert math_tools.calculate("12 * 13") == "12 times 13 is 156."
-    assert math_tools.calculate("2 ** 10 - 24 / 2") == "2 to the power of 10 minus 24 divided by 2 is 1012."
+    assert math_tools.calculate("2 ** 10 - 24 / 2") == (
+        "2 to the power of 10 minus 24 divided by 2 is 1012.")
 
 
 # -- timers and reminders ------------------------------------------------------------------------

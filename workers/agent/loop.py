@@ -12,6 +12,7 @@ from celery import chord
 from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TOOLS_RUN
 from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
 from voxqueue.settings import MissingKeyError
+from voxqueue.tracing import span
 from workers.agent import messages as msg
 from workers.agent.context import prepare_context
 from workers.agent.history import History
@@ -44,10 +45,11 @@ def acquire_session(stage: Stage, job: AgentStep) -> bool:
     holder: Any = rt.redis.get(key)
     if holder is not None and holder.decode() == spec.turn_id:
         return True
+    from voxqueue.tracing import inject
     from workers.app import app
 
     app.send_task(AGENT_STEP, args=[job.model_dump(mode="json")], argsrepr=job.describe(),
-                  countdown=SESSION_BUSY_RETRY_S)
+                  countdown=SESSION_BUSY_RETRY_S, headers=inject())
     return False
 
 
@@ -129,8 +131,10 @@ def _answer(stage: Stage, step: int, history: History) -> Answer | None:
         model = rt.chat_model
         stage.emit("llm-start", {"step": step, "provider": model.name})
         started = time.perf_counter()
-        answer = model.complete(prepare_context(stage, history), rt.tools.schemas(),
-                                deadline=spec.deadline, on_text=speaker.on_text)
+        messages = prepare_context(stage, history)
+        with span("llm.complete", step=step, provider=model.name):
+            answer = model.complete(messages, rt.tools.schemas(), deadline=spec.deadline,
+                                    on_text=speaker.on_text)
     except MissingKeyError as exc:
         rt.store.release_session(spec.session_id, spec.turn_id)
         stage.fail(ErrorCode.MISSING_KEY, str(exc))
@@ -153,6 +157,7 @@ def _answer(stage: Stage, step: int, history: History) -> Answer | None:
 
 def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> None:
     """Run the calls in parallel on the ``tools`` queue; the chord's callback is the next step."""
+    from voxqueue.tracing import inject
     from workers.app import app
 
     spec = stage.spec
@@ -160,11 +165,14 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
     jobs = [ToolCallJob(turn_id=spec.turn_id, step=step, call_id=c.id, name=c.name,
                         arguments=c.arguments, session_id=spec.session_id, device=spec.device,
                         enqueued_at=now) for c in calls]
+    headers = inject()  # the trace context: tools and the resume are children of this step
     header = [app.signature(TOOLS_RUN, args=[j.model_dump(mode="json")],
-                            options={"argsrepr": j.describe()}) for j in jobs]
+                            options={"argsrepr": j.describe(), "headers": headers})
+              for j in jobs]
     resume = AgentStep(turn_id=spec.turn_id, step=step + 1, enqueued_at=now)
     callback = app.signature(AGENT_RESUME, args=[resume.model_dump(mode="json")],
-                             options={"argsrepr": f"[tool results] {resume.describe()}"})
+                             options={"argsrepr": f"[tool results] {resume.describe()}",
+                                      "headers": headers})
     chord(header)(callback)
 
 

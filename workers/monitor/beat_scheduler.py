@@ -21,7 +21,7 @@ log = logging.getLogger("voxqueue.beat")
 RETRY_S = 1.0
 
 
-class ResilientScheduler(RedBeatScheduler):  # type: ignore[misc]
+class ResilientScheduler(RedBeatScheduler):
     def tick(self, *args: Any, **kwargs: Any) -> float:
         try:
             return float(super().tick(*args, **kwargs))

@@ -31,11 +31,25 @@ LOCK_TIMEOUT_S = 30
 
 
 def beat_config(settings: Settings) -> dict[str, Any]:
-    """Celery settings for a Redis-backed beat on the settings' Redis (same DB)."""
+    """Celery settings for a Redis-backed beat on the settings' Redis (same DB).
+
+    The password goes in ``redbeat_redis_options``, not in the URL: Celery censors nested
+    option names holding "pass", but not ``redbeat_redis_url``, which ``celery inspect conf``
+    and Flower's worker page would show.
+    """
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(settings.redis_url)
+    url, auth = settings.redis_url, {}
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        netloc = f"{parts.username}@{host}" if parts.username else host
+        url = urlunsplit(parts._replace(netloc=netloc))
+        auth = {"password": unquote(parts.password)}
     return {
         "beat_scheduler": SCHEDULER,
         "beat_max_loop_interval": LOOP_S,
-        "redbeat_redis_url": settings.redis_url,
+        "redbeat_redis_url": url,
         "redbeat_key_prefix": Keys(settings.key_prefix).redbeat_prefix(),
         "redbeat_lock_timeout": LOCK_TIMEOUT_S,
         "redbeat_redis_options": {
@@ -44,6 +58,7 @@ def beat_config(settings: Settings) -> dict[str, Any]:
             "socket_keepalive": True,
             "health_check_interval": 25,
             "retry_on_timeout": True,
+            **auth,
         },
     }
 

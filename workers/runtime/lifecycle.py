@@ -15,6 +15,8 @@ from celery.signals import (
     worker_ready,
 )
 
+import workers.runtime.tracing  # noqa: F401  (task spans when tracing is on; hooks run first)
+
 log = structlog.get_logger("voxqueue.worker")
 
 

@@ -114,12 +114,14 @@ class Stage:
     def send(self, job: _Job, task_name: str | None = None) -> None:
         """Hand the turn to the next stage."""
         from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TTS_SPEAK
+        from voxqueue.tracing import inject
         from workers.app import app
 
         if task_name is None:
             task_name = {"TtsJob": TTS_SPEAK, "AgentStep": AGENT_STEP,
                          "SttJob": STT_TRANSCRIBE}[type(job).__name__]
-        app.send_task(task_name, args=[job.model_dump(mode="json")], argsrepr=job.describe())
+        app.send_task(task_name, args=[job.model_dump(mode="json")], argsrepr=job.describe(),
+                      headers=inject())
 
     def queue_ms(self, job: _Job) -> float:
         """Milliseconds from the job's sending to the task's start (the queue hop)."""

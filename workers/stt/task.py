@@ -10,6 +10,7 @@ from celery import Task
 from voxqueue.celery_config import STT_TRANSCRIBE, TIME_LIMITS
 from voxqueue.contracts import AgentStep, ErrorCode, SttJob
 from voxqueue.settings import MissingKeyError
+from voxqueue.tracing import span
 from workers.app import app
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
@@ -38,7 +39,8 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
         stage.emit("stt-start", {"queue_ms": stage.queue_ms(sjob), "provider": transcriber.name,
                                  "audio_s": stage.spec.audio_seconds})
         started = time.time()
-        transcript = transcriber.transcribe(pcm, deadline=stage.spec.deadline)
+        with span("stt.transcribe", provider=transcriber.name):
+            transcript = transcriber.transcribe(pcm, deadline=stage.spec.deadline)
     except MissingKeyError as exc:
         stage.fail(ErrorCode.MISSING_KEY, str(exc))
         return

@@ -9,6 +9,7 @@ from celery import Task
 
 from voxqueue.celery_config import TIME_LIMITS, TOOLS_RUN
 from voxqueue.contracts import ToolCallJob, ToolOutcome
+from voxqueue.tracing import span
 from workers.app import app
 from workers.runtime.stage import Stage, begin
 from workers.tools.context import ToolCall
@@ -47,9 +48,10 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
             error_code="not-repeated", started_at=time.time(), ms=0.0)
         return _record(stage, tjob, key, result)
     try:
-        result = run_tool_call(rt.tools, call, tjob.arguments,
-                               timeout_s=min(s.tool_timeout_s, max(0.5, stage.remaining())),
-                               max_chars=s.tool_result_max_chars)
+        with span(f"tool {tjob.name}", tool=tjob.name):
+            result = run_tool_call(rt.tools, call, tjob.arguments,
+                                   timeout_s=min(s.tool_timeout_s, max(0.5, stage.remaining())),
+                                   max_chars=s.tool_result_max_chars)
     except Exception as exc:  # e.g. the tool registry failed to load: still answer the chord
         stage.log.exception("tool call failed", tool=tjob.name)
         result = ToolOutcome(call_id=tjob.call_id, name=tjob.name, arguments=tjob.arguments,

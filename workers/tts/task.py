@@ -10,6 +10,7 @@ from celery import Task
 from voxqueue.celery_config import TIME_LIMITS, TTS_SPEAK
 from voxqueue.contracts import ErrorCode, TtsJob
 from voxqueue.settings import MissingKeyError
+from voxqueue.tracing import span
 from workers.app import app
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
@@ -38,14 +39,16 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
     n_bytes = 0
     try:
         synth = rt.synthesizer
-        for idx, pcm in enumerate(rechunk(synth.stream(tjob.text, deadline=stage.spec.deadline))):
-            if ttfb_ms is None:
-                ttfb_ms = round((time.time() - started) * 1000, 2)
-            if idx % 4 == 0 and stage.should_stop():  # barge-in or deadline: stop speaking
-                return
-            n_bytes += len(pcm)
-            stage.emit("tts-chunk", {"seq": tjob.seq, "idx": idx, "attempt": stage.attempt,
-                                     "bytes": len(pcm)}, pcm=pcm)
+        with span("tts.stream", seq=tjob.seq, provider=synth.name):
+            chunks = rechunk(synth.stream(tjob.text, deadline=stage.spec.deadline))
+            for idx, pcm in enumerate(chunks):
+                if ttfb_ms is None:
+                    ttfb_ms = round((time.time() - started) * 1000, 2)
+                if idx % 4 == 0 and stage.should_stop():  # barge-in or deadline: stop
+                    return
+                n_bytes += len(pcm)
+                stage.emit("tts-chunk", {"seq": tjob.seq, "idx": idx, "attempt": stage.attempt,
+                                         "bytes": len(pcm)}, pcm=pcm)
     except (ProviderError, MissingKeyError) as exc:
         code = ErrorCode.MISSING_KEY if isinstance(exc, MissingKeyError) else ErrorCode.TTS_FAILED
         rt.store.finish(stage.spec, "error", (code, str(exc)))

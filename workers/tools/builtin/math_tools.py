@@ -43,7 +43,8 @@ def calculate(expression: str) -> str:
 
 
 _OPERATORS = (("**", " to the power of "), ("^", " to the power of "), ("*", " times "),
-              ("×", " times "), ("/", " divided by "), ("÷", " divided by "), ("+", " plus "),
+              ("\u00d7", " times "), ("/", " divided by "), ("\u00f7", " divided by "),
+              ("+", " plus "),
               ("%", " modulo "))
 
 
