@@ -66,6 +66,13 @@ def warm_up() -> None:
                 getattr(rt, attr)
             except Exception as exc:  # a missing key is reported per turn, not fatal here
                 log.warning("provider not ready", queue=queue, provider=attr, error=str(exc))
+    if "agent" in queues:  # the tokenizer's encoding takes a moment to load
+        try:
+            from workers.agent.context.tokens import encoding_for
+
+            encoding_for(rt.settings.llm_model)
+        except Exception as exc:
+            log.warning("tokenizer not ready", error=str(exc))
     log.info("worker warmed up", queues=sorted(queues))
 
 
