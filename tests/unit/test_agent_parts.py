@@ -37,6 +37,14 @@ def test_split_sentences(text, expected):
     assert split_sentences(text) == expected
 
 
+def test_the_first_phrase_may_end_at_a_clause_to_start_speaking_sooner():
+    s = SentenceSplitter()
+    assert s.feed("Sure, here it is") == []  # too short to be worth a cut
+    assert s.feed(": tomorrow in Lisbon, it will be ") == ["Sure, here it is: tomorrow in Lisbon,"]
+    assert s.feed("sunny, warm, and dry. Take a hat, ") == ["it will be sunny, warm, and dry."]
+    assert s.flush() == ["Take a hat,"]  # later pieces are whole sentences
+
+
 def test_splitter_yields_sentences_as_text_streams():
     s = SentenceSplitter()
     assert s.feed("The weather in Paris is ") == []

@@ -8,14 +8,23 @@ import re
 # "3.5" does not end one.
 _BOUNDARY = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9¿¡])")
 _ABBREVIATIONS = ("mr.", "mrs.", "ms.", "dr.", "st.", "e.g.", "i.e.", "vs.", "etc.", "no.")
+# Where the first phrase of a reply may be cut early: after a comma, semicolon, colon or dash.
+_CLAUSE = re.compile(r"(?<=[,;:—])\s+")
 
 
 class SentenceSplitter:
-    """Feed text as it streams; get back the sentences completed so far."""
+    """Feed text as it streams; get back the sentences completed so far.
 
-    def __init__(self, min_chars: int = 12) -> None:
+    The reply's first piece may also end at a clause boundary once it is ``first_clause_chars``
+    long ("Sure, tomorrow in Lisbon," …): speech starts sooner, and later pieces are whole
+    sentences, which sound better.
+    """
+
+    def __init__(self, min_chars: int = 12, first_clause_chars: int = 24) -> None:
         self.min_chars = min_chars
+        self.first_clause_chars = first_clause_chars
         self._buffer = ""
+        self._emitted = False
 
     def feed(self, text: str) -> list[str]:
         self._buffer += text
@@ -27,6 +36,14 @@ class SentenceSplitter:
                 continue
             out.append(candidate)
             start = match.end()
+        if not out and not self._emitted:
+            for match in _CLAUSE.finditer(self._buffer):
+                candidate = self._buffer[:match.start()].strip()
+                if len(candidate) >= self.first_clause_chars:
+                    out.append(candidate)
+                    start = match.end()
+                    break
+        self._emitted = self._emitted or bool(out)
         self._buffer = self._buffer[start:]
         return out
 
