@@ -22,12 +22,22 @@ def restartable(fake_providers, tmp_path):
     server = RedisServer()
     server.start()
     flower_port = free_port()
-    env = system_env(server.url, fake_providers, VOXQUEUE_FLOWER_PORT=str(flower_port),
-                     VOXQUEUE_FLOWER_USER="ops", VOXQUEUE_FLOWER_PASSWORD="pw")
+    env = system_env(
+        server.url,
+        fake_providers,
+        VOXQUEUE_FLOWER_PORT=str(flower_port),
+        VOXQUEUE_FLOWER_USER="ops",
+        VOXQUEUE_FLOWER_PASSWORD="pw",
+    )
     system = System(env, tmp_path)
     system.start()
-    system.sup.settings = system.sup.settings.model_copy(update={
-        "flower_port": flower_port, "flower_user": "ops", "flower_password": SecretStr("pw")})
+    system.sup.settings = system.sup.settings.model_copy(
+        update={
+            "flower_port": flower_port,
+            "flower_user": "ops",
+            "flower_password": SecretStr("pw"),
+        }
+    )
     system.sup.start("flower", system.sup.flower_argv(), system.sup.flower_env())
     fake_providers.reset()
     yield server, system, fake_providers, flower_port
@@ -60,11 +70,13 @@ def test_redis_restart_under_load_loses_no_turn(restartable):
     server, system, fake, flower_port = restartable
     assert wait_until(lambda: flower_status(flower_port) == 200, 30)
     fake.set_profile(llm_ttft_s=1.0, tts_rtf=0.3)
-    fake.script_chat({"match": "during restart", "repeat": True,
-                      "content": "I survived the restart. All good."})
+    fake.script_chat(
+        {"match": "during restart", "repeat": True, "content": "I survived the restart. All good."}
+    )
     client = system.client()
-    turns = [client.ask(f"during restart {i}", session=f"restart-{i}", deadline_s=45)
-             for i in range(12)]
+    turns = [
+        client.ask(f"during restart {i}", session=f"restart-{i}", deadline_s=45) for i in range(12)
+    ]
     results: dict[str, object] = {}
 
     def follow(turn):
@@ -84,11 +96,16 @@ def test_redis_restart_under_load_loses_no_turn(restartable):
         assert [e.event.type for e in turn._entries].count("run-end") == 1
     # Everything reconnected by itself: a new turn, beat (a timer fires), Flower.
     fake.reset()
-    fake.script_chat({"match": "timer", "tool_calls": [
-        {"name": "set_timer", "arguments": {"duration": "1 second", "label": "tea"}}]},
-        {"after_tool": True, "content": "Timer set."})
-    after = client.ask("set a tea timer", session="after-restart", device="kitchen",
-                       speak=False)
+    fake.script_chat(
+        {
+            "match": "timer",
+            "tool_calls": [
+                {"name": "set_timer", "arguments": {"duration": "1 second", "label": "tea"}}
+            ],
+        },
+        {"after_tool": True, "content": "Timer set."},
+    )
+    after = client.ask("set a tea timer", session="after-restart", device="kitchen", speak=False)
     assert after.wait(timeout=30).status == "ok"
     announce = client.keys.announcements("kitchen")
     assert wait_until(lambda: client.redis.xlen(announce) >= 1, 20), "beat fired the timer"

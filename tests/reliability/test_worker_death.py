@@ -23,12 +23,13 @@ ROUNDS = 2  # each kill scenario, several times
 
 @pytest.fixture(scope="module")
 def prefork(redis_server, fake_providers, tmp_path_factory):
-    env = system_env(redis_server.url[:-1] + "15", fake_providers,
-                     VOXQUEUE_MAX_DELIVERIES="3")
+    env = system_env(redis_server.url[:-1] + "15", fake_providers, VOXQUEUE_MAX_DELIVERIES="3")
     system = System(env, tmp_path_factory.mktemp("prefork-logs"))
     for queue in QUEUES:
-        system.sup.start(f"worker-{queue}", system.sup.worker_argv(
-            [queue], name=queue, pool="prefork", concurrency=1))
+        system.sup.start(
+            f"worker-{queue}",
+            system.sup.worker_argv([queue], name=queue, pool="prefork", concurrency=1),
+        )
     system.sup.start("beat", system.sup.beat_argv())
     system.sup.wait_for_workers(QUEUES)
     yield system
@@ -103,11 +104,13 @@ def test_agent_worker_killed_mid_llm_call(prefork, fake, round_):
 def test_tools_worker_killed_mid_side_effect_never_runs_it_twice(prefork, fake, round_):
     label = f"round-{round_}-{time.time()}"
     fake.script_chat(
-        {"match": "side effect", "tool_calls": [
-            {"name": "record_side_effect", "arguments": {"label": label}}]},
-        {"after_tool": True, "content": "I tried."})
-    turn = prefork.client().ask("do the side effect", session=f"kill-tools-{round_}",
-                                speak=False)
+        {
+            "match": "side effect",
+            "tool_calls": [{"name": "record_side_effect", "arguments": {"label": label}}],
+        },
+        {"after_tool": True, "content": "I tried."},
+    )
+    turn = prefork.client().ask("do the side effect", session=f"kill-tools-{round_}", speak=False)
     kill_child_after(prefork, turn.turn_id, "tools", "tool-start")
     result = turn.wait(timeout=60)
     assert result.status == "ok", result.error
@@ -147,9 +150,10 @@ def test_tts_worker_killed_mid_sentence_speaks_it_once(prefork, fake, round_):
 
 
 def test_a_task_that_kills_its_worker_every_time_ends_the_turn_after_n_attempts(prefork, fake):
-    fake.script_chat({"match": "poison", "tool_calls": [{"name": "kill_my_worker",
-                                                         "arguments": {}}]},
-                     {"after_tool": True, "content": "Unreachable."})
+    fake.script_chat(
+        {"match": "poison", "tool_calls": [{"name": "kill_my_worker", "arguments": {}}]},
+        {"after_tool": True, "content": "Unreachable."},
+    )
     turn = prefork.client().ask("poison pill", session="poison", speak=False)
     result = turn.wait(timeout=90)
     assert result.status == "error"
