@@ -43,7 +43,9 @@ def assemble(spec: TurnSpec, entries: Iterable[StreamEntry]) -> tuple[TurnResult
                 ms=float(d.get("ms", 0.0)),
             )
         elif ev.type == "reply":
-            reply = d.get("text")
+            # A spoken apology never hides the answer, when there was one.
+            if not (d.get("apology") and reply is not None):
+                reply = d.get("text")
         elif ev.type == "tts-start":
             start.setdefault("tts", ev.ts)
         elif ev.type == "tts-chunk" and entry.pcm is not None:

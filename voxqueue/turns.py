@@ -18,6 +18,13 @@ import redis
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.keys import Keys
 
+# Append an event unless the turn has ended (run-end is always its last event).
+# KEYS: the events stream, the ended flag. ARGV: field/value pairs.
+_EMIT = """
+if redis.call('exists', KEYS[2]) == 1 then return false end
+return redis.call('xadd', KEYS[1], '*', unpack(ARGV))
+"""
+
 # Delete the session lock only when the given turn still holds it.
 _RELEASE_LOCK = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end
@@ -46,6 +53,7 @@ class TurnStore:
         self.keys = keys
         self.ttl_s = ttl_s
         self._release_lock = r.register_script(_RELEASE_LOCK)
+        self._emit = r.register_script(_EMIT)
 
     # -- creating and reading ----------------------------------------------------------------
     def create(self, spec: TurnSpec, audio: bytes | None = None) -> None:
@@ -101,12 +109,15 @@ class TurnStore:
     # -- writing -----------------------------------------------------------------------------
     def emit(self, turn_id: str, type: EventType, data: Mapping[str, Any] | None = None,
              pcm: bytes | None = None) -> TurnEvent:
-        """Append one event: a single XADD (the stream's expiry was set when the turn began)."""
+        """Append one event, unless the turn has already ended: one round trip (a script).
+
+        The stream's expiry was set when the turn began.
+        """
         event = TurnEvent(type=type, turn_id=turn_id, data=dict(data or {}))
-        fields: dict[str, str | bytes] = {"e": event.model_dump_json()}
+        args: list[str | bytes] = ["e", event.model_dump_json()]
         if pcm is not None:
-            fields["pcm"] = pcm
-        self.r.xadd(self.keys.events(turn_id), fields)  # type: ignore[arg-type]
+            args += ["pcm", pcm]
+        self._emit(keys=[self.keys.events(turn_id), self.keys.ended(turn_id)], args=args)
         return event
 
     def once(self, turn_id: str, name: str) -> bool:

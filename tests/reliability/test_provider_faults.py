@@ -303,13 +303,6 @@ def test_tts_failing_mid_stream_ends_the_turn_with_a_coded_error(client, fake, r
     case.note("tts-failed after 2 chunks; not re-synthesized (it would be heard twice)")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "workers/tts/task.py ends the turn with tts-failed through store.finish, without the "
-        "spoken apology Stage.fail gives every other stage's failure"
-    ),
-)
 def test_tts_failing_mid_stream_is_followed_by_a_spoken_apology(client, fake, reliability_case):
     case = reliability_case("TTS stream cut mid-sentence: spoken apology expected")
     fake.script_chat({"match": "tale", "content": "Once upon a time there was a queue."})
@@ -326,13 +319,6 @@ def test_tts_failing_mid_stream_is_followed_by_a_spoken_apology(client, fake, re
 # -- the end of a turn is its last event -------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "TurnStore.emit (voxqueue/turns.py) appends events to a turn that has already ended: "
-        "an LLM answer that arrives after a cancel writes llm-end after run-end"
-    ),
-)
 def test_run_end_is_the_last_event_even_when_an_answer_arrives_after_a_cancel(
     client, fake, reliability_case
 ):

@@ -34,10 +34,19 @@ def allocate(rt: Runtime, turn_id: str, name: str) -> tuple[int, bool]:
 
 
 def close(rt: Runtime, spec: TurnSpec, end_status: str = "ok") -> None:
-    """No more sentences will come: record how many there are, and end the turn if all are done."""
+    """No more sentences will come: record how many there are, and end the turn if all are done.
+
+    An ``error`` status (a spoken apology) sticks: a later close by the agent cannot undo it.
+    """
     key = rt.keys.turn(spec.turn_id)
     sent: Any = rt.redis.hget(key, "tts_sent")
-    rt.redis.hset(key, mapping={"tts_total": int(sent or 0), "tts_status": end_status})
+    pipe = rt.redis.pipeline(transaction=True)
+    pipe.hset(key, "tts_total", int(sent or 0))
+    if end_status == "ok":
+        pipe.hsetnx(key, "tts_status", end_status)
+    else:
+        pipe.hset(key, "tts_status", end_status)
+    pipe.execute()
     maybe_finish(rt, spec)
 
 

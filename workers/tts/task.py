@@ -51,7 +51,10 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
                                          "bytes": len(pcm)}, pcm=pcm)
     except (ProviderError, MissingKeyError) as exc:
         code = ErrorCode.MISSING_KEY if isinstance(exc, MissingKeyError) else ErrorCode.TTS_FAILED
-        rt.store.finish(stage.spec, "error", (code, str(exc)))
+        # A short apology (if the voice works again: a second failure ends the turn), and this
+        # sentence counts as done: it will not be spoken, so nothing waits for it.
+        stage.fail(code, str(exc))
+        progress.sentence_done(rt, stage.spec, tjob.seq)
         return
     stage.emit("tts-end", {"seq": tjob.seq, "ms": round((time.time() - started) * 1000, 2),
                            "ttfb_ms": ttfb_ms, "bytes": n_bytes, "provider": synth.name})
