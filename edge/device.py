@@ -157,8 +157,7 @@ class Device:
             job = self._unasked.get_nowait()
         except queue.Empty:
             return
-        if isinstance(job, NoticeJob) and self.redis_link.up and self.workers_link.up:
-            return  # the outage ended before there was a quiet moment to tell it
+        # A notice plays even when the outage ended meanwhile: the user is told once, always.
         self.responder.submit(job)
 
     def _session_id(self) -> str:
