@@ -240,11 +240,19 @@ def demo(
     wav: Annotated[Path | None, typer.Argument(help="A WAV question (default: a sample).")] =
         None,
     audio_out: Annotated[Path, typer.Option("--audio-out")] = Path("out/reply.wav"),
+    mic: Annotated[bool, typer.Option("--mic", help="Ask through the microphone.")] = False,
 ) -> None:
     """Start everything on this machine, answer one spoken question, write the reply WAV."""
-    from voxqueue.demo import run_demo
+    from voxqueue.demo import record_question, run_demo
 
-    result = run_demo(get_settings(), wav, audio_out, out, log_dir=Path("out/logs"))
+    question: Path | bytes | None = wav
+    if mic:
+        try:
+            question = record_question(out)
+        except (ImportError, RuntimeError) as exc:  # no PortAudio, no device, no speech
+            err.print(f"[red]microphone: {exc}[/] (use a WAV file instead: voxqueue demo FILE)")
+            raise typer.Exit(2) from exc
+    result = run_demo(get_settings(), question, audio_out, out, log_dir=Path("out/logs"))
     if result.status != "ok":
         raise typer.Exit(1)
 

@@ -34,11 +34,38 @@ def providers_in_use(settings: Settings) -> dict[str, str]:
     return {"stt": stt, "llm": llm, "tts": tts}
 
 
-def run_demo(settings: Settings, wav: Path | None, audio_out: Path, console: Console,
+def record_question(console: Console, max_s: float = 15.0) -> bytes:
+    """One question from the microphone: from the first speech to a trailing silence.
+
+    Raises ``edge.sources.SourceError`` when there is no usable microphone.
+    """
+    from edge.capture import Capture, State
+    from edge.sources import MicSource
+    from edge.vad import WebrtcVad
+
+    mic = MicSource()
+    capture = Capture(WebrtcVad(), max_s=max_s, no_speech_s=8.0)
+    capture.begin()
+    console.print("[bold]Listening: ask your question…[/]")
+    try:
+        for frame in mic.frames():
+            if capture.feed(frame) in (State.ENDED, State.TIMEOUT):
+                break
+    finally:
+        mic.close()
+    if capture.state is State.TIMEOUT:
+        raise RuntimeError("no speech heard from the microphone")
+    return capture.take()
+
+
+def run_demo(settings: Settings, wav: Path | bytes | None, audio_out: Path, console: Console,
              log_dir: Path) -> TurnResult:
-    """Start Redis (embedded if needed) and the workers, run one spoken turn, stop everything."""
+    """Start Redis (embedded if needed) and the workers, run one spoken turn, stop everything.
+
+    ``wav`` is a WAV file, 16 kHz PCM from the microphone, or None for the bundled sample.
+    """
     sup = Supervisor(settings, log_dir=log_dir)
-    wav = wav or sample_path()
+    question = wav if wav is not None else sample_path()
     try:
         with console.status("Checking Redis…") as status:
             _url, embedded = sup.ensure_redis()
@@ -52,9 +79,12 @@ def run_demo(settings: Settings, wav: Path | None, audio_out: Path, console: Con
             sup.wait_for_workers(QUEUES, timeout=120)
             console.print(f"Workers ready in {time.time() - started:.1f} s "
                           f"(logs in {log_dir})")
-            status.update(f"Asking: {wav.name}…")
+            status.update("Asking…")
             with Client(sup.settings) as client:
-                turn = client.say(wav, session="demo")
+                if isinstance(question, bytes):
+                    turn = client.say(question, session="demo", pcm_rate=16000)
+                else:
+                    turn = client.say(question, session="demo")
                 for entry in turn.events():
                     ev = entry.event
                     if ev.type == "stt-end":

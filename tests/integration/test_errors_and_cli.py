@@ -182,3 +182,29 @@ def test_a_broken_worker_setup_ends_the_turn_at_once_with_a_clear_error(
     assert result.status == "error"
     assert result.error is not None and result.error["code"] == "internal-error"
     assert "no_such_tool_module" in result.error["message"]
+
+
+def test_demo_answers_the_sample_offline_on_an_embedded_redis(tmp_path):
+    """The README's main command: no keys, no Redis answering: it still answers aloud."""
+    env = system_env(f"redis://127.0.0.1:{free_port()}/0", None)
+    reply = tmp_path / "reply.wav"
+    done = subprocess.run([*VOXQUEUE, "demo", "--audio-out", str(reply)], env=env, cwd=tmp_path,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "started an embedded one" in done.stdout
+    assert "pocketsphinx" in done.stdout and "piper" in done.stdout
+    assert "You said:" in done.stdout and "156" in done.stdout
+    from voxqueue.audio import read_wav, rms
+
+    pcm = read_wav(reply.read_bytes(), max_bytes=10**8, max_seconds=60)
+    assert pcm.seconds > 1.0 and rms(pcm.data) > 200
+
+
+def test_demo_without_a_microphone_says_so(tmp_path):
+    done = subprocess.run([*VOXQUEUE, "demo", "--mic"], env=system_env("redis://127.0.0.1:1/0",
+                                                                         None),
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    if done.returncode == 0:
+        pytest.skip("this machine has a working microphone")
+    assert done.returncode == 2
+    assert "microphone" in done.stderr
