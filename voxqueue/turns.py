@@ -7,7 +7,6 @@ whoever notices the end first (a stage, the deadline sweeper, a client giving up
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -188,8 +187,3 @@ def _parse_entry(entry_id: bytes | str, fields: Mapping[bytes | str, bytes | str
         event=event,
         pcm=pcm.encode() if isinstance(pcm, str) else pcm,
     )
-
-
-def to_json(value: Any) -> str:
-    """Compact JSON, the form stored everywhere."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
