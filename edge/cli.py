@@ -54,6 +54,9 @@ def edge_command(
         ),
     ] = None,
     vad: Annotated[str | None, typer.Option(help="webrtc or micro.")] = None,
+    wake_engine: Annotated[
+        str | None, typer.Option(help="micro (pymicro-wakeword) or openwakeword.")
+    ] = None,
     max_seconds: Annotated[float | None, typer.Option(help="Longest command, seconds.")] = None,
     no_speech_timeout: Annotated[
         float | None, typer.Option(help="Seconds to wait for speech after the wake word.")
@@ -106,6 +109,7 @@ def edge_command(
         "session": session,
         "silence": silence,
         "vad": vad,
+        "wake_engine": wake_engine,
         "max_seconds": max_seconds,
         "no_speech_s": no_speech_timeout,
         "follow_up_s": follow_up,

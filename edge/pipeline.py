@@ -53,7 +53,8 @@ class Listener:
 
     @classmethod
     def from_settings(cls, s: EdgeSettings) -> Listener:
-        wake = WakeWords(s.wake_words, cutoff=s.wake_cutoff, cooldown_s=s.cooldown_s)
+        wake = WakeWords(s.wake_words, cutoff=s.wake_cutoff, cooldown_s=s.cooldown_s,
+                         engine=s.wake_engine)
         vad = make_vad(s.vad, aggressiveness=s.vad_aggressiveness, threshold=s.vad_threshold)
         capture = Capture(
             vad,

@@ -52,6 +52,8 @@ class EdgeSettings(BaseSettings):
         default_factory=lambda: ["okay_nabu", "hey_jarvis"]
     )
     """Built-in models of pymicro-wakeword (comma-separated in the environment)."""
+    wake_engine: Literal["micro", "openwakeword"] = "micro"
+    """pymicro-wakeword (the lightest), or openWakeWord (``pip install pyopen-wakeword``)."""
     wake_cutoff: float | None = Field(default=None, gt=0, lt=1)
     """Detection threshold for every model; None: each model's own."""
     cooldown_s: float = Field(default=2.0, ge=0)
