@@ -128,8 +128,12 @@ class Supervisor:
             stdout = log_path.open("ab")
         else:
             stdout = subprocess.DEVNULL
-        popen = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
+        try:
+            popen = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        finally:
+            if log_path is not None:
+                stdout.close()  # the child has its own descriptor
         proc = Proc(name, argv, popen, log_path)
         self.procs.append(proc)
         return proc
