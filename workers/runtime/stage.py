@@ -53,10 +53,10 @@ class Stage:
     def should_stop(self) -> bool:
         """True when the turn has ended, was cancelled or is past its deadline (ending it then)."""
         store = self.rt.store
-        if store.ended(self.turn_id):
-            return True
-        if store.cancelled(self.turn_id):
-            store.finish(self.spec, "cancelled")
+        k = self.rt.keys
+        if self.rt.redis.exists(k.ended(self.turn_id), k.cancel(self.turn_id)):  # one round trip
+            if not store.ended(self.turn_id):  # cancelled, not yet ended
+                store.finish(self.spec, "cancelled")
             return True
         if self.remaining() <= 0:
             store.finish(self.spec, "timeout", (

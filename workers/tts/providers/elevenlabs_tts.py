@@ -12,6 +12,10 @@ from collections.abc import Iterator
 from voxqueue.settings import Settings
 from workers.runtime.retry import ProviderError, call_with_retry, retry_after_seconds
 
+#: Bytes per chunk read from the stream (128 ms of audio): the SDK's default 1 KiB means
+#: eight times as many Python iterations for the same sound.
+CHUNK_BYTES = 4096
+
 
 class ElevenLabsSynthesizer:
     name = "elevenlabs"
@@ -35,7 +39,7 @@ class ElevenLabsSynthesizer:
                     s.tts_voice, text=text, model_id=s.tts_model, output_format="pcm_16000",
                     request_options={"timeout_in_seconds": int(max(
                         1, min(s.provider_timeout_s, deadline - time.time()))),
-                        "max_retries": 0},
+                        "max_retries": 0, "chunk_size": CHUNK_BYTES},
                 ))
                 return next(chunks, b""), chunks
             except Exception as exc:
