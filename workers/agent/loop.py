@@ -97,9 +97,8 @@ def run_step(stage: Stage, job: AgentStep) -> None:
                 "without an answer.")
         if rt.store.once(spec.turn_id, f"history-{step}"):
             history.append(msg.assistant(text))
-        rt.store.release_session(spec.session_id, spec.turn_id)
-        stage.fail(ErrorCode.LLM_STEP_CAP, f"the agent loop reached its cap of "
-                   f"{rt.settings.max_steps} steps", say=text)
+        _give_up(stage, ErrorCode.LLM_STEP_CAP,
+                 f"the agent loop reached its cap of {rt.settings.max_steps} steps", say=text)
         return
     if answer.tool_calls:
         if rt.store.once(spec.turn_id, f"history-{step}"):
@@ -108,8 +107,7 @@ def run_step(stage: Stage, job: AgentStep) -> None:
         _dispatch_tools(stage, step, answer.tool_calls)
         return
     if not answer.text:
-        rt.store.release_session(spec.session_id, spec.turn_id)
-        stage.fail(ErrorCode.LLM_FAILED, "the model returned an empty answer")
+        _give_up(stage, ErrorCode.LLM_FAILED, "the model returned an empty answer")
         return
     _final_reply(stage, step, answer.text, history)
 
@@ -136,12 +134,10 @@ def _answer(stage: Stage, step: int, history: History) -> Answer | None:
             answer = model.complete(messages, rt.tools.schemas(), deadline=spec.deadline,
                                     on_text=speaker.on_text)
     except MissingKeyError as exc:
-        rt.store.release_session(spec.session_id, spec.turn_id)
-        stage.fail(ErrorCode.MISSING_KEY, str(exc))
+        _give_up(stage, ErrorCode.MISSING_KEY, str(exc))
         return None
     except ProviderError as exc:
-        rt.store.release_session(spec.session_id, spec.turn_id)
-        stage.fail(ErrorCode.LLM_FAILED, str(exc))
+        _give_up(stage, ErrorCode.LLM_FAILED, str(exc))
         return None
     stage.emit("llm-end", {
         "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
@@ -153,6 +149,12 @@ def _answer(stage: Stage, step: int, history: History) -> Answer | None:
     if not (answer.tool_calls and step >= rt.settings.max_steps):
         speaker.finish(answer.text)
     return answer
+
+
+def _give_up(stage: Stage, code: ErrorCode, message: str, say: str | None = None) -> None:
+    """End the turn with an error (spoken); the session is free for its next turn at once."""
+    stage.rt.store.release_session(stage.spec.session_id, stage.spec.turn_id)
+    stage.fail(code, message, say=say)
 
 
 def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> None:
