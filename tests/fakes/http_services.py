@@ -23,6 +23,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.threads import serve_in_thread
+
 HA_TOKEN = "ha-test-token"
 
 PLACES: dict[str, list[dict[str, Any]]] = {
@@ -155,26 +157,7 @@ class FakeServices:
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> FakeServices:
-        self._loop = loop = asyncio.new_event_loop()
-        started = threading.Event()
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self._start())
-            except BaseException as exc:
-                errors.append(exc)
-                return
-            finally:
-                started.set()
-            loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="fake-services", daemon=True)
-        self._thread.start()
-        started.wait(10)
-        if errors:
-            raise errors[0]
+        self._loop, self._thread = serve_in_thread(self._start, "fake-services")
         return self
 
     async def _start(self) -> None:

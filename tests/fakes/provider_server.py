@@ -50,6 +50,8 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from tests.fakes.threads import serve_in_thread
+
 ROUTES = ("chat", "transcriptions", "tts")
 PROFILE_KEYS = ("stt_delay_s", "llm_ttft_s", "llm_tokens_per_s", "tts_ttfb_s", "tts_rtf")
 FAULT_KEYS = {"status", "headers", "times", "reset", "delay", "cut_after_chunks", "message"}
@@ -274,26 +276,7 @@ class FakeProviders(_Queries):
 
     def start(self) -> FakeProviders:
         """Serve from a background thread with its own event loop."""
-        self._loop = loop = asyncio.new_event_loop()
-        started = threading.Event()
-        errors: list[BaseException] = []
-
-        def run() -> None:
-            asyncio.set_event_loop(loop)
-            try:
-                loop.run_until_complete(self.start_async())
-            except BaseException as exc:
-                errors.append(exc)
-                return
-            finally:
-                started.set()
-            loop.run_forever()
-
-        self._thread = threading.Thread(target=run, name="fake-providers", daemon=True)
-        self._thread.start()
-        started.wait(10)
-        if errors:
-            raise errors[0]
+        self._loop, self._thread = serve_in_thread(self.start_async, "fake-providers")
         return self
 
     def stop(self) -> None:
