@@ -92,12 +92,25 @@ class Exporter:
         self.store = TurnStore(self.redis, self.keys, settings.turn_ttl_s)
         self.metrics = TurnMetrics()
         self._stop = threading.Event()
+        self._celery: Any = None  # built on the first sample, reused after
+
+    def _control(self) -> Any:
+        if self._celery is None:
+            from celery import Celery
+
+            from voxqueue.celery_config import celery_config
+
+            self._celery = Celery("voxqueue-exporter", set_as_current=False)
+            self._celery.conf.update(celery_config(self.settings))
+        return self._celery.control
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
         start_http_server(port, addr=addr, registry=self.metrics.registry)
 
     def stop(self) -> None:
         self._stop.set()
+        if self._celery is not None:
+            self._celery.close()
 
     def run(self, last_id: str = "$", sample_every_s: float = 10.0) -> None:
         """Follow the ended-turns stream until stopped (from now on, when ``last_id`` is $)."""
@@ -130,14 +143,7 @@ class Exporter:
         for queue, depth in zip(QUEUES, pipe.execute(), strict=True):
             self.metrics.queue_depth.labels(queue).set(int(depth))
         try:
-            from celery import Celery
-
-            from voxqueue.celery_config import celery_config
-
-            app = Celery("voxqueue-exporter", set_as_current=False)
-            app.conf.update(celery_config(self.settings))
-            active = app.control.inspect(timeout=1.0).active_queues() or {}
-            app.close()
+            active = self._control().inspect(timeout=1.0).active_queues() or {}
         except Exception:  # the broker blinked: keep the last values
             return
         for queue in QUEUES:

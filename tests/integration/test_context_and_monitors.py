@@ -6,16 +6,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 import redis
 
 from tests.conftest import ROOT, System, system_env
+from tests.fakes.flip_server import FlipServer
 from voxqueue.keys import Keys
 from workers.agent.context.compaction import SUMMARY_PREFIX
 from workers.agent.context.tokens import count_messages, count_tools
@@ -35,33 +34,6 @@ def wait_until(what: Callable[[], Any], timeout: float = 30.0, every: float = 0.
             return found
         time.sleep(every)
     raise AssertionError(f"condition not met within {timeout} s")
-
-
-class FlipServer:
-    """A local HTTP server answering ``status`` (the test flips it)."""
-
-    def __init__(self, status: int = 200) -> None:
-        self.status = status
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                body = b"ok" if server.status < 400 else b"broken"
-                self.send_response(server.status)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/health"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
 
 
 @pytest.fixture

@@ -44,6 +44,10 @@ class Runtime:
     def store(self) -> TurnStore:
         return TurnStore(self.redis, self.keys, self.settings.turn_ttl_s)
 
+    def script(self, source: str) -> Any:
+        """A Lua script registered once per process (its SHA is computed once, not per call)."""
+        return self._once(f"script:{source}", lambda: self.redis.register_script(source))
+
     def _once(self, name: str, build: Callable[[], T]) -> T:
         with self._lock:
             if name not in self._built:

@@ -27,9 +27,8 @@ def allocate(rt: Runtime, turn_id: str, name: str) -> tuple[int, bool]:
 
     The same name always gets the same number, so a redelivered step does not speak twice.
     """
-    script = rt.redis.register_script(_ALLOCATE)
-    seq, new = script(keys=[rt.keys.turn(turn_id), rt.keys.marker(turn_id, f"seq:{name}")],
-                      args=[rt.settings.turn_ttl_s])
+    keys = [rt.keys.turn(turn_id), rt.keys.marker(turn_id, f"seq:{name}")]
+    seq, new = rt.script(_ALLOCATE)(keys=keys, args=[rt.settings.turn_ttl_s])
     return int(seq), bool(new)
 
 
