@@ -19,7 +19,8 @@ Faults (``inject(route, **fault)``, route "chat" | "transcriptions" | "tts"), a 
 route, one consumed per authenticated, well-formed request; ``times=N`` keeps it for N:
 ``delay=s`` sleeps first; ``reset=True`` drops the connection without a response;
 ``status=429|500|503`` (+ ``headers={"retry-after-ms": "200"}``, ``message``) answers an
-error; ``cut_after_chunks=N`` drops a streamed chat / TTS answer after N chunks.
+error; ``cut_after_chunks=N`` drops a streamed chat / TTS answer after N chunks;
+``malformed_after_chunks=N`` puts a well-framed but malformed chunk after N chat chunks.
 
 Latency profile (``set_profile``): stt_delay_s, llm_ttft_s, llm_tokens_per_s (0 = unpaced),
 tts_ttfb_s, tts_rtf (0 = as fast as possible). All default to 0.
@@ -54,7 +55,10 @@ from tests.fakes.threads import serve_in_thread
 
 ROUTES = ("chat", "transcriptions", "tts")
 PROFILE_KEYS = ("stt_delay_s", "llm_ttft_s", "llm_tokens_per_s", "tts_ttfb_s", "tts_rtf")
-FAULT_KEYS = {"status", "headers", "times", "reset", "delay", "cut_after_chunks", "message"}
+FAULT_KEYS = {
+    "status", "headers", "times", "reset", "delay", "cut_after_chunks", "malformed_after_chunks",
+    "message",
+}
 PCM_RATES = {"pcm_16000": 16000, "pcm_22050": 22050, "pcm_24000": 24000}
 DEFAULT_TRANSCRIPT = "what time is it"
 ARG_FRAGMENT = 7  # chars per streamed tool-call argument fragment
@@ -555,6 +559,8 @@ class FakeProviders(_Queries):
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await resp.prepare(request)
         data = [f"data: {json.dumps(e)}\n\n".encode() for e in events]
+        if (bad := record.get("fault", {}).get("malformed_after_chunks")) is not None:
+            data.insert(int(bad), b'data: {"choices": [{"delta": "not an object"}]}\n\n')
         gaps = [0.0] + [1.0 / tps if tps > 0 else 0.0] * (len(events) - 1)
         cut = record.get("fault", {}).get("cut_after_chunks")
         await self._paced_write(request, resp, data, gaps, cut)

@@ -249,6 +249,17 @@ def test_a_stream_cut_after_speech_began_is_not_repeated_but_apologized(
     case.note("the spoken sentence is not repeated; llm-failed + apology; the tool never ran")
 
 
+def test_a_malformed_stream_chunk_ends_the_turn_with_a_coded_error(client, fake, reliability_case):
+    case = reliability_case("malformed chunk in the LLM stream")
+    fake.script_chat({"match": "garbled", "content": "This answer will break halfway through."})
+    fake.inject("chat", malformed_after_chunks=3)
+    turn = client.ask("garbled stream", session="rel-garbled")
+    result = case.check(turn)
+    assert_apologized(turn, result, "llm-failed")
+    assert "malformed" in result.error["message"], result.error
+    case.note("llm-failed naming the malformed chunk, a spoken apology; the worker lives on")
+
+
 def test_malformed_tool_call_json_reaches_the_model_as_an_error(client, fake, reliability_case):
     case = reliability_case("malformed tool-call JSON from the LLM")
     bad = [

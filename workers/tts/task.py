@@ -17,6 +17,9 @@ from workers.runtime.stage import Stage, begin
 from workers.tts import progress
 from workers.tts.chunking import rechunk
 
+#: How often a streaming sentence checks for barge-in, cancellation and the deadline.
+STOP_CHECK_S = 0.1
+
 
 @app.task(name=TTS_SPEAK, bind=True, time_limit=TIME_LIMITS["tts"],
           soft_time_limit=TIME_LIMITS["tts"] - 10)
@@ -37,6 +40,7 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
                              "chars": len(tjob.text)})
     ttfb_ms: float | None = None
     n_bytes = 0
+    checked = started
     try:
         synth = rt.synthesizer
         with span("tts.stream", seq=tjob.seq, provider=synth.name):
@@ -44,8 +48,11 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
             for idx, pcm in enumerate(chunks):
                 if ttfb_ms is None:
                     ttfb_ms = round((time.time() - started) * 1000, 2)
-                if idx % 4 == 0 and stage.should_stop():  # barge-in or deadline: stop
-                    return
+                now = time.time()
+                if now - checked >= STOP_CHECK_S:
+                    checked = now
+                    if stage.should_stop():  # barge-in or deadline: stop
+                        return
                 n_bytes += len(pcm)
                 stage.emit("tts-chunk", {"seq": tjob.seq, "idx": idx, "attempt": stage.attempt,
                                          "bytes": len(pcm)}, pcm=pcm)

@@ -1,0 +1,75 @@
+"""Re-chunking TTS audio: few chunks from a fast provider, no gap at the listener from a slow one."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from workers.tts.chunking import FIRST_CHUNK_BYTES, MAX_CHUNK_BYTES, rechunk
+
+RATE = 16000
+PIECE = 3200  # the provider sends 100 ms of audio at a time
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def provider(clock: Clock, seconds: float, rtf: float, ttfb: float = 0.1) -> Iterator[bytes]:
+    """``seconds`` of audio in 100 ms pieces, produced ``rtf`` times as slow as real time."""
+    clock.now += ttfb
+    for _ in range(int(seconds * 10)):
+        yield b"\x01\x00" * (PIECE // 2)
+        clock.now += 0.1 * rtf
+
+
+def play(clock: Clock, seconds: float, rtf: float) -> tuple[list[int], float]:
+    """Chunk sizes, and the longest silence a listener playing them as they come would hear."""
+    sizes: list[int] = []
+    playing_until: float | None = None
+    worst_gap = 0.0
+    for chunk in rechunk(provider(clock, seconds, rtf), clock=clock, rate=RATE):
+        sizes.append(len(chunk))
+        if playing_until is None:
+            playing_until = clock.now
+        worst_gap = max(worst_gap, clock.now - playing_until)
+        playing_until = max(playing_until, clock.now) + len(chunk) / 2 / RATE
+    return sizes, worst_gap
+
+
+@pytest.mark.parametrize("rtf", [0.25, 0.5, 0.9, 1.0])
+def test_listener_never_runs_dry_while_the_provider_keeps_up(rtf: float) -> None:
+    sizes, worst_gap = play(Clock(), seconds=6.0, rtf=rtf)
+    assert sum(sizes) == 60 * PIECE  # nothing lost or repeated
+    assert worst_gap <= 0.1 * rtf + 1e-9  # at most the wait for the provider's next piece
+    assert all(s % 2 == 0 for s in sizes)
+
+
+def test_a_fast_provider_gets_few_large_chunks() -> None:
+    sizes, _ = play(Clock(), seconds=6.0, rtf=0.25)
+    assert len(sizes) <= 10  # 6 s of audio in 100 ms pieces: 60 pieces
+    assert max(sizes) <= MAX_CHUNK_BYTES + PIECE
+    assert sizes[-2] > sizes[1]  # chunks grow
+
+
+def test_a_slow_provider_gets_its_audio_out_piece_by_piece() -> None:
+    sizes, _ = play(Clock(), seconds=3.0, rtf=1.0)
+    assert len(sizes) >= 25  # every 100 ms piece goes out as it comes
+
+
+def test_the_first_chunk_goes_out_as_soon_as_it_is_there() -> None:
+    clock = Clock()
+    first = next(rechunk(iter([b"\x00" * FIRST_CHUNK_BYTES, b"\x00" * 10]), clock=clock))
+    assert len(first) == FIRST_CHUNK_BYTES
+
+
+def test_odd_bytes_wait_for_their_sample() -> None:
+    out = list(rechunk(iter([b"\x00" * 641, b"\x01", b"\x00" * 3]), clock=Clock()))
+    assert out[0] == b"\x00" * 640
+    assert all(len(c) % 2 == 0 for c in out)
+    assert b"".join(out) == b"\x00" * 641 + b"\x01" + b"\x00" * 2  # a lone last byte is no sample
