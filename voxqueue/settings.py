@@ -160,6 +160,10 @@ class Settings(BaseSettings):
     """Port of the Prometheus exporter (``voxqueue exporter``, started by ``voxqueue up``)."""
     speak_while_thinking: bool = True
     """Send each sentence to TTS as soon as the LLM has written it (off: after the reply)."""
+    first_phrase_words: int = Field(default=4, ge=0)
+    """The reply's first piece may end before a phrase-opening word ("in", "with", "because"…)
+    once it has this many words, so speech starts sooner (0: first piece is a whole sentence
+    or clause)."""
 
     # -- traces (the ``otel`` extra) -----------------------------------------------------------
     otel_enabled: bool = False

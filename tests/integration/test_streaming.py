@@ -25,6 +25,12 @@ def test_first_audio_arrives_before_the_llm_has_finished(client, fake):
     ends = [e.event.data["seq"] for e in turn._entries if e.event.type == "tts-end"]
     assert sorted(ends) == [0, 1, 2]
     assert result.reply == REPLY
+    # Each sentence is synthesized knowing the one before it (ElevenLabs' previous_text).
+    first, second, third = ("The first sentence is ready early.",
+                            "The second one follows a little later.",
+                            "And the third closes the reply.")
+    sent = {r["json"]["text"]: r["json"].get("previous_text") for r in fake.requests_for("tts")}
+    assert sent == {first: None, second: first, third: second}
 
 
 def test_playback_is_in_order_when_a_later_sentence_finishes_first(client, fake):

@@ -45,6 +45,30 @@ def test_the_first_phrase_may_end_at_a_clause_to_start_speaking_sooner():
     assert s.flush() == ["Take a hat,"]  # later pieces are whole sentences
 
 
+def test_the_first_phrase_may_end_before_a_phrase_opening_word():
+    s = SentenceSplitter()
+    assert s.feed("Tomorrow will be sunny in") == []  # "in" may be the start of "inland"
+    assert s.feed(" Lisbon with a high") == ["Tomorrow will be sunny"]
+    assert s.feed(" of twenty four degrees. In the evening it cools") == [
+        "in Lisbon with a high of twenty four degrees."]
+    assert s.flush() == ["In the evening it cools"]  # only the first piece is cut early
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("It is sunny in Paris today.", ["It is sunny in Paris today."]),  # 3 words before "in"
+    ("Sure, I can do it for you.", ["Sure, I can do it", "for you."]),
+    ("I will check the forecast.", ["I will check the forecast."]),  # "for" within a word
+])
+def test_a_phrase_cut_needs_enough_words_first(text, expected):
+    s = SentenceSplitter()
+    assert s.feed(text) + s.flush() == expected
+
+
+def test_phrase_cuts_can_be_turned_off():
+    s = SentenceSplitter(first_phrase_words=0)
+    assert s.feed("Tomorrow will be sunny in Lisbon with") == []
+
+
 def test_splitter_yields_sentences_as_text_streams():
     s = SentenceSplitter()
     assert s.feed("The weather in Paris is ") == []

@@ -1,4 +1,5 @@
-"""Re-chunking TTS audio: few chunks from a fast provider, no gap at the listener from a slow one."""
+"""Re-chunking TTS audio: few chunks from a fast provider, no gap at the listener from a slow
+one."""
 
 from __future__ import annotations
 

@@ -73,6 +73,8 @@ class TtsJob(_Job):
 
     seq: int = Field(ge=0)
     text: str = Field(min_length=1, max_length=20_000)
+    #: The sentence spoken just before this one, for a provider that carries prosody across.
+    previous_text: str | None = Field(default=None, max_length=20_000)
 
     def describe(self) -> str:
         return f"{super().describe()} seq={self.seq} chars={len(self.text)}"

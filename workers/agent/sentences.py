@@ -10,19 +10,29 @@ _BOUNDARY = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9¿¡])")
 _ABBREVIATIONS = ("mr.", "mrs.", "ms.", "dr.", "st.", "e.g.", "i.e.", "vs.", "etc.", "no.")
 # Where the first phrase of a reply may be cut early: after a comma, semicolon, colon or dash.
 _CLAUSE = re.compile(r"(?<=[,;:—])\s+")
+_WORD = re.compile(r"\S+")
+# ... or before a word that opens a new phrase (a preposition, conjunction or relative), where a
+# speaker may pause: "Tomorrow will be sunny | in Lisbon with a high of twenty four degrees."
+_PHRASE_OPENERS = frozenset([
+    "in", "at", "with", "for", "from", "by", "and", "but", "or", "so", "because", "which", "who",
+    "whose", "where", "when", "while", "until", "after", "before", "if", "although", "though",
+    "unless", "since"])
 
 
 class SentenceSplitter:
     """Feed text as it streams; get back the sentences completed so far.
 
     The reply's first piece may also end at a clause boundary once it is ``first_clause_chars``
-    long ("Sure, tomorrow in Lisbon," …): speech starts sooner, and later pieces are whole
+    long ("Sure, tomorrow in Lisbon," …), or before a phrase-opening word once it has
+    ``first_phrase_words`` words (0: never): speech starts sooner. Later pieces are whole
     sentences, which sound better.
     """
 
-    def __init__(self, min_chars: int = 12, first_clause_chars: int = 24) -> None:
+    def __init__(self, min_chars: int = 12, first_clause_chars: int = 24,
+                 first_phrase_words: int = 4) -> None:
         self.min_chars = min_chars
         self.first_clause_chars = first_clause_chars
+        self.first_phrase_words = first_phrase_words
         self._buffer = ""
         self._emitted = False
 
@@ -43,9 +53,21 @@ class SentenceSplitter:
                     out.append(candidate)
                     start = match.end()
                     break
+        if (not out and not self._emitted and self.first_phrase_words
+                and (cut := self._phrase_break()) is not None):
+            out.append(self._buffer[:cut].strip())
+            start = cut
         self._emitted = self._emitted or bool(out)
         self._buffer = self._buffer[start:]
         return out
+
+    def _phrase_break(self) -> int | None:
+        """Where the first phrase may end: before a whole phrase-opening word, or None."""
+        for i, word in enumerate(_WORD.finditer(self._buffer)):
+            if (i >= self.first_phrase_words and word.end() < len(self._buffer)
+                    and word.group().lower() in _PHRASE_OPENERS):
+                return word.start()
+        return None
 
     def flush(self) -> list[str]:
         rest, self._buffer = self._buffer.strip(), ""

@@ -17,8 +17,10 @@ class Speaker:
     def __init__(self, stage: Stage, step: int) -> None:
         self.stage = stage
         self.step = step
-        self.splitter = SentenceSplitter()
+        self.splitter = SentenceSplitter(
+            first_phrase_words=stage.rt.settings.first_phrase_words)
         self.count = 0
+        self.previous: str | None = None
         self.streamed = False
         self._held: list[str] = []
 
@@ -47,6 +49,7 @@ class Speaker:
         seq, new = progress.allocate(stage.rt, stage.turn_id,
                                      name or f"{self.step}:{self.count}")
         self.count += 1
+        previous, self.previous = self.previous, sentence
         if new:
             stage.send(TtsJob(turn_id=stage.turn_id, seq=seq, text=sentence,
-                              enqueued_at=time.time()))
+                              previous_text=previous, enqueued_at=time.time()))

@@ -44,7 +44,8 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
     try:
         synth = rt.synthesizer
         with span("tts.stream", seq=tjob.seq, provider=synth.name):
-            chunks = rechunk(synth.stream(tjob.text, deadline=stage.spec.deadline))
+            chunks = rechunk(synth.stream(tjob.text, deadline=stage.spec.deadline,
+                                          previous_text=tjob.previous_text))
             for idx, pcm in enumerate(chunks):
                 if ttfb_ms is None:
                     ttfb_ms = round((time.time() - started) * 1000, 2)

@@ -13,7 +13,10 @@ class Synthesizer(Protocol):
 
     name: str
 
-    def stream(self, text: str, *, deadline: float) -> Iterator[bytes]: ...
+    def stream(self, text: str, *, deadline: float,
+               previous_text: str | None = None) -> Iterator[bytes]:
+        """``previous_text``: what was said just before, for continuous prosody (if supported)."""
+        ...
 
 
 def select_synthesizer(settings: Settings) -> Synthesizer:

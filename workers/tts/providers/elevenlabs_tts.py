@@ -2,19 +2,18 @@
 
 The SDK never retries ``stream``; we retry the opening of the stream (until the first chunk)
 with backoff. A failure after audio went out is not retried: it would be heard twice.
+Audio is taken as it arrives (``chunk_size`` None; the SDK's default would hold it back until
+1 KiB is there); ``workers.tts.chunking`` sizes what goes on the turn stream.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 from voxqueue.settings import Settings
 from workers.runtime.retry import ProviderError, call_with_retry, retry_after_seconds
-
-#: Bytes per chunk read from the stream (128 ms of audio): the SDK's default 1 KiB means
-#: eight times as many Python iterations for the same sound.
-CHUNK_BYTES = 4096
 
 
 class ElevenLabsSynthesizer:
@@ -30,17 +29,18 @@ class ElevenLabsSynthesizer:
             timeout=settings.provider_timeout_s,
         )
 
-    def stream(self, text: str, *, deadline: float) -> Iterator[bytes]:
+    def stream(self, text: str, *, deadline: float,
+               previous_text: str | None = None) -> Iterator[bytes]:
         s = self.settings
 
         def open_stream() -> tuple[bytes, Iterator[bytes]]:
+            timeout = int(max(1, min(s.provider_timeout_s, deadline - time.time())))
+            # chunk_size None: each piece as it arrives (the type says int; httpx takes None).
+            options: Any = {"timeout_in_seconds": timeout, "max_retries": 0, "chunk_size": None}
             try:
                 chunks = iter(self.client.text_to_speech.stream(
                     s.tts_voice, text=text, model_id=s.tts_model, output_format="pcm_16000",
-                    request_options={"timeout_in_seconds": int(max(
-                        1, min(s.provider_timeout_s, deadline - time.time()))),
-                        "max_retries": 0, "chunk_size": CHUNK_BYTES},
-                ))
+                    previous_text=previous_text, request_options=options))
                 return next(chunks, b""), chunks
             except Exception as exc:
                 raise _error(exc) from exc

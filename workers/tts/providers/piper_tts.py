@@ -54,7 +54,8 @@ class PiperSynthesizer:
         self.sample_rate = int(self.voice.config.sample_rate)
         self._lock = threading.Lock()
 
-    def stream(self, text: str, *, deadline: float) -> Iterator[bytes]:
+    def stream(self, text: str, *, deadline: float,
+               previous_text: str | None = None) -> Iterator[bytes]:
         """16 kHz mono int16 PCM for ``text``, a piece at a time as Piper produces it."""
         if not text.strip():
             return
