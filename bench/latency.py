@@ -17,7 +17,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from bench import celery_floor
 from bench.harness import BenchSystem, bench_system, percentile, turn_breakdown
+from tests.conftest import ROOT, RedisServer
 from voxqueue.client import Turn
 
 #: The default fake profile: a fast cloud STT, an LLM with a realistic first token and speed,
@@ -27,6 +29,10 @@ PROFILE = {"stt_delay_s": 0.30, "llm_ttft_s": 0.35, "llm_tokens_per_s": 60.0,
 REPLY = ("Tomorrow will be sunny in Lisbon with a high of twenty four degrees. "
          "Expect a light breeze from the west in the afternoon. "
          "In the evening it cools down to about sixteen degrees, so take a jacket.")
+
+
+#: A spoken question (4.2 s) for the turns that go through STT.
+QUESTION = ROOT / "tests" / "fixtures" / "speech" / "command_weather_paris.wav"
 
 
 def first_audio_ms(turn: Turn) -> float:
@@ -71,13 +77,16 @@ def e2e_ms(turn: Turn) -> float:
     return (end - turn.spec.created_at) * 1000
 
 
-def ttfa(streaming: bool, turns: int) -> list[float]:
+def ttfa(streaming: bool, turns: int) -> tuple[list[float], list[float]]:
+    """First-audio times of typed and of spoken questions (the spoken ones include STT)."""
     env = {} if streaming else {"VOXQUEUE_SPEAK_WHILE_THINKING": "false"}
     with bench_system(PROFILE, separate_fake=True, **env) as system:
         system.fake.script_chat({"repeat": True, "content": REPLY})
-        done, _ = run_turns(system, turns + 1, 1,
-                            lambda i: system.client.ask("weather tomorrow", session=f"t{i}"))
-    return [first_audio_ms(t) for t in done[1:]]
+        typed, _ = run_turns(system, turns + 1, 1,
+                             lambda i: system.client.ask("weather tomorrow", session=f"t{i}"))
+        spoken, _ = run_turns(system, turns, 1,
+                              lambda i: system.client.say(QUESTION, session=f"s{i}"))
+    return [first_audio_ms(t) for t in typed[1:]], [first_audio_ms(t) for t in spoken]
 
 
 def tools_phase(parallel: bool, turns: int) -> list[float]:
@@ -121,6 +130,16 @@ def load(levels: list[int], per_level: int) -> tuple[list[dict[str, Any]], list[
     return rows, hops
 
 
+def bare_celery_hops(n: int) -> list[float]:
+    """The floor: a bare Celery task's hop with the same settings, on a Redis of its own."""
+    server = RedisServer()
+    server.start()
+    try:
+        return celery_floor.measure(server.url, n)
+    finally:
+        server.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer turns per row")
@@ -128,20 +147,26 @@ def main() -> None:
     n = 5 if args.quick else 12
     levels = [1, 10, 50, 100]
     print(f"fake profile: {PROFILE}")
-    stream = ttfa(True, n)
-    sequential = ttfa(False, n)
+    stream, stream_spoken = ttfa(True, n)
+    sequential, sequential_spoken = ttfa(False, n)
     parallel = tools_phase(True, 3 if args.quick else 5)
     serial = tools_phase(False, 3 if args.quick else 5)
     rows, hops = load(levels, 10 if args.quick else 20)
+    floor = bare_celery_hops(50 if args.quick else 200)
     print()
     print("| measure | value |")
     print("|---|---|")
     print(f"| queue overhead per hop (enqueued → started), p50 / p95 | "
           f"{statistics.median(hops):.2f} ms / {percentile(hops, 95):.2f} ms |")
-    s50, q50 = statistics.median(stream), statistics.median(sequential)
-    print(f"| time to first audio, streaming (p50) | {s50:.0f} ms |")
-    print(f"| time to first audio, sequential: full reply then TTS (p50) | {q50:.0f} ms |")
-    print(f"| → streaming / sequential | {s50 / q50:.2f} |")
+    print(f"| the floor: a bare Celery task, same settings, p50 / p95 | "
+          f"{statistics.median(floor):.2f} ms / {percentile(floor, 95):.2f} ms |")
+    for what, fast, slow in (("typed question", stream, sequential),
+                             ("spoken question, STT included", stream_spoken, sequential_spoken)):
+        s50, q50 = statistics.median(fast), statistics.median(slow)
+        print(f"| time to first audio, {what}: streaming (p50) | {s50:.0f} ms |")
+        print(f"| time to first audio, {what}: sequential, full reply then TTS (p50) | "
+              f"{q50:.0f} ms |")
+        print(f"| → streaming / sequential | {s50 / q50:.2f} |")
     p50, r50 = statistics.median(parallel), statistics.median(serial)
     print(f"| four 1 s tools in parallel (p50 tool phase) | {p50:.0f} ms |")
     print(f"| four 1 s tools one after another (p50 tool phase) | {r50:.0f} ms |")

@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import redis
 from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import AuthenticationError, AuthorizationError
 from redis.retry import Retry
+
+T = TypeVar("T")
 
 from voxqueue.settings import Settings
 
 #: How long a command keeps retrying while Redis is unreachable (a restart takes a second or
 #: two): attempts with exponential backoff and jitter, 0.05 s doubling up to 1 s, about 8 s.
 RECONNECT_ATTEMPTS = 12
+
+
+class ReconnectRetry(Retry):
+    """Retries connection errors and timeouts, but not a refused password or user.
+
+    redis-py counts ``AuthenticationError`` as a ``ConnectionError``, so a wrong password
+    would be retried for the whole reconnection window before it is reported.
+    """
+
+    def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
+                        is_retryable: Callable[[Exception], bool] | None = None,
+                        with_failure_count: bool = False) -> T:
+        def retryable(error: Exception) -> bool:
+            if isinstance(error, AuthenticationError | AuthorizationError):
+                return False
+            return is_retryable(error) if is_retryable is not None else True
+
+        return super().call_with_retry(do, fail, retryable, with_failure_count)
 
 
 def connect(settings: Settings, *, decode: bool = False) -> redis.Redis:
@@ -26,7 +50,8 @@ def connect(settings: Settings, *, decode: bool = False) -> redis.Redis:
         socket_connect_timeout=2,
         socket_keepalive=True,
         health_check_interval=25,
-        retry=Retry(ExponentialWithJitterBackoff(cap=1.0, base=0.05), RECONNECT_ATTEMPTS),
+        retry=ReconnectRetry(ExponentialWithJitterBackoff(cap=1.0, base=0.05),
+                             RECONNECT_ATTEMPTS),
         retry_on_error=[redis.ConnectionError, redis.TimeoutError],
     )
 

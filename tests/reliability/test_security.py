@@ -253,7 +253,7 @@ def test_a_wrong_redis_password_is_a_clear_error_that_hides_it(guarded, reliabil
     case.refused()
     assert "not-the-password" not in str(err.value) and "***" in str(err.value)
     assert "auth" in str(err.value).lower() or "password" in str(err.value).lower()
-    case.note("Unavailable naming the URL with the password masked (after ~8 s of retries)")
+    case.note("Unavailable at once (a refused password is not retried), the password masked")
 
 
 def test_flower_needs_credentials(guarded, reliability_case):

@@ -1,0 +1,82 @@
+"""The floor of a queue hop here: a bare Celery task with voxqueue's Celery settings.
+
+The worker runs ``celery -A bench.celery_floor worker`` (threads, events on, like ours); the
+task only records how long after its sending it started. ``bench.latency`` prints this beside
+voxqueue's own hop, measured in the same run.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+from celery import Celery
+
+from voxqueue.celery_config import celery_config
+from voxqueue.settings import Settings
+
+QUEUE = "agent"  # one of the configured queues; a private Redis, so nothing else is on it
+RESULTS = "bench:floor:hops"
+
+app = Celery("bench-floor")
+app.conf.update(celery_config(Settings(_env_file=None)))  # type: ignore[call-arg]
+
+
+@app.task(name="voxqueue.agent.floor")
+def floor(sent_at: float) -> None:
+    """Record enqueued → started, in milliseconds."""
+    started = time.time()
+    redis.Redis.from_url(app.conf.broker_url).rpush(RESULTS, (started - sent_at) * 1000)
+
+
+def measure(redis_url: str, n: int = 200, log_dir: Path | None = None) -> list[float]:
+    """Start a floor worker on ``redis_url``, send ``n`` tasks one at a time, return the hops."""
+    env = {**os.environ, "VOXQUEUE_REDIS_URL": redis_url,
+           "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    out: Any = (log_dir / "floor.log").open("ab") if log_dir else subprocess.DEVNULL
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "bench.celery_floor", "worker", "-Q", QUEUE,
+         "-n", "floor@%h", "-P", "threads", "-c", "32", "--prefetch-multiplier", "1", "-E",
+         "-l", "WARNING", "--without-gossip", "--without-mingle"],
+        env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    r = redis.Redis.from_url(redis_url)
+    sender = Celery("bench-floor-client")
+    sender.conf.update(celery_config(Settings(_env_file=None, redis_url=redis_url)))  # type: ignore[call-arg]
+    try:
+        r.delete(RESULTS)
+        _send_and_wait(sender, r, 5, timeout=60)  # the worker's start-up and warm-up
+        r.delete(RESULTS)
+        _send_and_wait(sender, r, n, timeout=120)
+        return [float(x) for x in r.lrange(RESULTS, 0, -1)]
+    finally:
+        worker.terminate()
+        worker.wait(15)
+
+
+def _send_and_wait(sender: Celery, r: redis.Redis, n: int, timeout: float) -> None:
+    for i in range(n):
+        sender.send_task("voxqueue.agent.floor", args=[time.time()], queue=QUEUE)
+        deadline = time.time() + timeout
+        while r.llen(RESULTS) <= i:
+            if time.time() > deadline:
+                raise TimeoutError("the floor worker did not run its task")
+            time.sleep(0.002)
+        time.sleep(0.02)  # one task at a time, like a turn's hops
+
+
+if __name__ == "__main__":
+    from tests.conftest import RedisServer
+
+    server = RedisServer()
+    server.start()
+    try:
+        hops = measure(server.url)
+        print(f"bare Celery hop p50 {statistics.median(hops):.2f} ms over {len(hops)}")
+    finally:
+        server.stop()
