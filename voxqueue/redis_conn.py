@@ -10,9 +10,9 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import AuthenticationError, AuthorizationError
 from redis.retry import Retry
 
-T = TypeVar("T")
-
 from voxqueue.settings import Settings
+
+T = TypeVar("T")
 
 #: How long a command keeps retrying while Redis is unreachable (a restart takes a second or
 #: two): attempts with exponential backoff and jitter, 0.05 s doubling up to 1 s, about 8 s.
