@@ -8,6 +8,8 @@ tests/mcp_servers configured, the fake LLM scripting the tool calls.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
 from collections.abc import Iterator
@@ -110,6 +112,42 @@ def test_an_mcp_tool_runs_in_a_turn(toolset, fake):
     assert {"tool": "echo", "arguments": {"text": "hello mcp", "times": 2}} in [
         {k: c[k] for k in ("tool", "arguments")} for c in calls
     ]
+
+
+def test_an_mcp_server_is_started_once_and_again_after_it_dies(toolset, fake):
+    system, mcp_log = toolset
+
+    def call(tool: str, arguments: dict, session: str) -> dict:
+        fake.script_chat(
+            {"match": session, "tool_calls": [{"name": tool, "arguments": arguments}]},
+            {"after_tool": True, "content": "Done."},
+        )
+        result = system.client().ask(f"{session} please", session=session, speak=False).wait(60)
+        assert result.status == "ok", result.error
+        (outcome,) = result.tool_calls
+        return {"ok": not outcome.error, "text": outcome.result or outcome.error}
+
+    def server_pids() -> list[int]:
+        return [json.loads(line)["pid"] for line in mcp_log.read_text().splitlines()]
+
+    first = call("echo", {"text": "one"}, "mcp-keep-1")
+    second = call("echo", {"text": "two"}, "mcp-keep-2")
+    assert first["ok"] and second["ok"]
+    pid = server_pids()[-1]
+    assert server_pids()[-2] == pid, "each call started the server afresh"
+
+    os.kill(pid, signal.SIGKILL)
+    # A tool that may change something is not called again blindly: the model hears why...
+    lost = call("echo", {"text": "three"}, "mcp-keep-3")
+    assert not lost["ok"] and "Connection closed" in lost["text"], lost
+    # ...and the next call gets a new server.
+    fourth = call("echo", {"text": "four"}, "mcp-keep-4")
+    assert fourth["ok"] and server_pids()[-1] != pid
+
+    os.kill(server_pids()[-1], signal.SIGKILL)
+    # A read-only tool is simply called again on a new server.
+    answered = call("server_pid", {}, "mcp-keep-5")
+    assert answered["ok"] and int(answered["text"]) not in (pid, server_pids()[-2])
 
 
 def test_a_timer_survives_a_restart_and_fires_exactly_once(toolset, fake, tmp_path):

@@ -1,7 +1,8 @@
 """A small MCP server over stdio for the tests (the official SDK's MCPServer, once FastMCP).
 
 Run: ``python tests/mcp_servers/echo_server.py`` (stdio) or ``... --http PORT``.
-Tools: ``echo``, ``add``, ``shout_fail``.
+Tools: ``echo``, ``add``, ``shout_fail``, ``slow``, and ``server_pid`` (read-only: it changes
+nothing).
 Every call is appended to the file named by ``ECHO_MCP_LOG`` when set, so tests can see
 that the server (not something else) answered.
 """
@@ -11,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 server = MCPServer("echo")
 
@@ -43,6 +46,21 @@ def shout_fail(reason: str) -> str:
     """Always fail with the reason."""
     _log("shout_fail", {"reason": reason})
     raise ToolError(f"refused: {reason}")
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Answer after some seconds."""
+    _log("slow", {"seconds": seconds})
+    await anyio.sleep(seconds)
+    return "slept"
+
+
+@server.tool(annotations=ToolAnnotations(read_only_hint=True))
+def server_pid() -> int:
+    """The process id of this server."""
+    _log("server_pid", {})
+    return os.getpid()
 
 
 if __name__ == "__main__":

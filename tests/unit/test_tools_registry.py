@@ -204,6 +204,13 @@ def test_mcp_errors_reach_the_model(with_mcp):
     assert not extra.ok and "loud" in extra.content
 
 
+def test_a_slow_mcp_call_times_out_and_the_session_stays_usable():
+    registry = default_registry(settings(mcp_servers=[echo_server(timeout_s=0.5)]))
+    late = call(registry, "slow", {"seconds": 5})
+    assert not late.ok and late.error_code == "timeout" and "within 0.5 s" in late.content
+    assert call(registry, "echo", {"text": "still here"}).content == "echo: still here"
+
+
 def test_unreachable_mcp_server_is_skipped():
     registry = default_registry(
         settings(
@@ -241,7 +248,7 @@ def test_mcp_over_streamable_http():
             tools = mcp_tools(settings(mcp_servers=[{"name": "web", "url": url}]))
             time.sleep(0.2)
         registry = ToolRegistry(tools)
-        assert {"echo", "add", "shout_fail"} == set(registry.names)
+        assert {"echo", "add", "shout_fail", "slow", "server_pid"} == set(registry.names)
         assert call(registry, "echo", {"text": "over http"}).content == "echo: over http"
     finally:
         proc.terminate()

@@ -1,9 +1,9 @@
 """Tools of MCP servers (``VOXQUEUE_MCP_SERVERS``), offered to the model like built-ins.
 
 Each server's tools are listed once when a worker builds its registry; the schema the model
-sees is the MCP tool's own ``inputSchema``. Each call opens a session to the server (a stdio
-subprocess or a streamable HTTP endpoint), calls the tool and closes it: simple, and nothing
-can go stale between calls. Uses the official ``mcp`` SDK (2.x ``mcp.Client``).
+sees is the MCP tool's own ``inputSchema``. Calls go through a session per server that the
+worker process keeps open (``workers.tools.mcp_sessions``): a stdio server is started once, not
+once per call. Uses the official ``mcp`` SDK (2.x ``mcp.Client``).
 """
 
 from __future__ import annotations
@@ -12,20 +12,18 @@ import asyncio
 import json
 import re
 import sys
-from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
 
 from voxqueue.settings import Settings
+from workers.tools.mcp_sessions import McpSessions
 from workers.tools.registry import Tool
 
 log = structlog.get_logger("voxqueue.tools")
 
-T = TypeVar("T")
 LIST_TIMEOUT_S = 20.0
 _JSON_TYPES: dict[str, Any] = {
     "string": str,
@@ -101,27 +99,42 @@ def _leaf(exc: BaseException) -> BaseException:
     return exc
 
 
-async def list_tools(server: McpServer, timeout_s: float = LIST_TIMEOUT_S) -> list[Any]:
-    """The server's tools (``mcp.types.Tool``), all pages."""
+async def _all_tools(client: Any) -> list[Any]:
     tools: list[Any] = []
-    async with asyncio.timeout(timeout_s), _client(server, timeout_s) as client:
-        cursor: str | None = None
-        for _page in range(100):
-            page = await client.list_tools(cursor=cursor)
-            tools.extend(page.tools)
-            cursor = page.next_cursor
-            if not cursor:
-                break
+    cursor: str | None = None
+    for _page in range(100):
+        page = await client.list_tools(cursor=cursor)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
     return tools
 
 
 async def call_tool(
-    server: McpServer, name: str, arguments: dict[str, Any], timeout_s: float
+    server: McpServer,
+    name: str,
+    arguments: dict[str, Any],
+    timeout_s: float,
+    sessions: McpSessions | None = None,
+    read_only: bool = False,
 ) -> str:
-    """Call one tool in a fresh session; the text of its result, or an error raised."""
+    """Call one tool, in the server's kept session (or a fresh one without ``sessions``); the
+    text of its result, or an error raised."""
     try:
-        async with asyncio.timeout(timeout_s), _client(server, timeout_s) as client:
-            result = await client.call_tool(name, arguments)
+        if sessions is not None:
+            future = sessions.submit(
+                server.name,
+                partial(_client, server, timeout_s),
+                name,
+                arguments,
+                timeout_s,
+                retry=read_only,
+            )
+            result = await asyncio.wrap_future(future)
+        else:
+            async with asyncio.timeout(timeout_s), _client(server, timeout_s) as client:
+                result = await client.call_tool(name, arguments)
     except TimeoutError:
         raise TimeoutError(
             f"MCP server {server.name!r} did not answer within {timeout_s:g} s"
@@ -156,19 +169,6 @@ def render_result(result: Any) -> str:
     if not parts and result.structured_content is not None:
         return json.dumps(result.structured_content, ensure_ascii=False, default=str)
     return "\n".join(parts)
-
-
-def _run(factory: Callable[[], Awaitable[T]], timeout_s: float) -> T:
-    """Run a coroutine to completion from sync code, even when a loop is already running."""
-
-    async def main() -> T:
-        return await factory()
-
-    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcp")
-    try:
-        return pool.submit(asyncio.run, main()).result(timeout_s + 5)
-    finally:
-        pool.shutdown(wait=False)
 
 
 def args_model(name: str, schema: dict[str, Any]) -> tuple[type[BaseModel], dict[str, str]]:
@@ -209,8 +209,14 @@ def _python_type(spec: dict[str, Any]) -> Any:
     return _JSON_TYPES.get(kind, Any) if isinstance(kind, str) else Any
 
 
-def make_tool(server: McpServer, mcp_tool: Any, name: str, default_timeout_s: float) -> Tool:
-    """A registry Tool that calls ``mcp_tool`` on ``server``."""
+def make_tool(
+    server: McpServer,
+    mcp_tool: Any,
+    name: str,
+    default_timeout_s: float,
+    sessions: McpSessions | None = None,
+) -> Tool:
+    """A registry Tool that calls ``mcp_tool`` on ``server`` (through ``sessions`` if given)."""
     schema = dict(mcp_tool.input_schema or {})
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})
@@ -223,7 +229,7 @@ def make_tool(server: McpServer, mcp_tool: Any, name: str, default_timeout_s: fl
         arguments = {
             names[f]: v for f, v in kwargs.items() if not (v is None and names[f] not in required)
         }
-        return await call_tool(server, remote, arguments, limit)
+        return await call_tool(server, remote, arguments, limit, sessions, read_only)
 
     annotations = getattr(mcp_tool, "annotations", None)
     read_only = bool(annotations and annotations.read_only_hint)
@@ -264,12 +270,19 @@ def servers(settings: Settings) -> list[McpServer]:
 
 
 def mcp_tools(settings: Settings, taken: set[str] | None = None) -> list[Tool]:
-    """Tools of every configured MCP server; a server that cannot be listed is skipped."""
+    """Tools of every configured MCP server; a server that cannot be listed is skipped.
+
+    The tools share one set of kept sessions, owned by the registry they go into.
+    """
     used = set(taken or ())
     tools: list[Tool] = []
+    sessions = McpSessions()
     for server in servers(settings):
-        try:
-            listed = _run(partial(list_tools, server), LIST_TIMEOUT_S)
+        try:  # listed in the session that the calls will use: it is open before the first call
+            limit = server.timeout_s or settings.tool_timeout_s
+            listed = sessions.run(
+                server.name, partial(_client, server, limit), _all_tools, LIST_TIMEOUT_S
+            )
         except BaseException as exc:
             if not isinstance(exc, Exception) and not isinstance(exc, BaseExceptionGroup):
                 raise
@@ -282,7 +295,7 @@ def mcp_tools(settings: Settings, taken: set[str] | None = None) -> list[Tool]:
             continue
         for mcp_tool in listed:
             name = _tool_name(server, mcp_tool.name, used)
-            tools.append(make_tool(server, mcp_tool, name, settings.tool_timeout_s))
+            tools.append(make_tool(server, mcp_tool, name, settings.tool_timeout_s, sessions))
             used.add(name)
         log.info("MCP tools listed", server=server.name, tools=[t.name for t in tools])
     return tools
