@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +24,17 @@ class BenchSystem:
     fake: Any
     sup: Supervisor
     client: Client
+    pids: dict[str, int]
+    """Every process of the run by role: workers, Redis, the fake providers, this benchmark."""
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 @contextmanager
@@ -30,6 +42,7 @@ def _fake_process(profile: Mapping[str, float] | None) -> Iterator[Any]:
     """The fake providers in a process of their own, so the benchmark's client threads and the
     fake server do not share one interpreter lock."""
     proc, fake = spawn(profile=dict(profile) if profile else None, cwd=str(ROOT))
+    fake.pid = proc.pid
     try:
         yield fake
     finally:
@@ -57,8 +70,13 @@ def bench_system(profile: Mapping[str, float] | None = None,
             try:
                 sup.start_workers(pools=pools, queues=queues)
                 sup.wait_for_workers(queues, timeout=120)
+                pids = {p.name.removeprefix("worker-"): p.popen.pid for p in sup.procs}
+                pids["redis"] = redis_server.proc.pid if redis_server.proc else 0
+                if separate_fake:
+                    pids["fake providers"] = fake.pid
+                pids["benchmark (listeners)"] = os.getpid()
                 with Client(settings) as client:
-                    yield BenchSystem(fake, sup, client)
+                    yield BenchSystem(fake, sup, client, pids)
             finally:
                 sup.stop_all()
     finally:

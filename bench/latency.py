@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench import celery_floor
-from bench.harness import BenchSystem, bench_system, percentile, turn_breakdown
+from bench.harness import BenchSystem, bench_system, cpu_seconds, percentile, turn_breakdown
 from tests.conftest import ROOT, RedisServer
 from voxqueue.client import Turn
 
@@ -111,23 +111,31 @@ def tools_phase(parallel: bool, turns: int) -> list[float]:
     return spans
 
 
-def load(levels: list[int], per_level: int) -> tuple[list[dict[str, Any]], list[float]]:
+def load(levels: list[int], per_level: int
+         ) -> tuple[list[dict[str, Any]], list[float], dict[str, float]]:
+    """Rows per concurrency level, the hops at one turn at a time, and CPU ms per turn by
+    process at the highest level below 100 (where the cores saturate)."""
     rows = []
     hops: list[float] = []
+    cpu: dict[str, float] = {}
     with bench_system(PROFILE, separate_fake=True) as system:
         system.fake.script_chat({"repeat": True, "content": REPLY})
         run_turns(system, 4, 2, lambda i: system.client.ask("warm up", session=f"w{i}"))
         for level in levels:
             n = max(per_level, level * 2)
+            before = {role: cpu_seconds(pid) for role, pid in system.pids.items()}
             turns, wall = run_turns(system, n, level, lambda i, lv=level: system.client.ask(
                 "weather tomorrow", session=f"l{lv}-{i}"))
+            if level == 50:
+                cpu = {role: (cpu_seconds(pid) - before[role]) * 1000 / n
+                       for role, pid in system.pids.items()}
             e2e = [e2e_ms(t) for t in turns]
             if level == 1:  # the hop's own cost, without waiting behind other turns
                 hops += [h for t in turns for h in turn_breakdown(t._entries)["hops_ms"]]
             rows.append({"concurrency": level, "turns": n, "throughput": n / wall,
                          "p50": statistics.median(e2e), "p95": percentile(e2e, 95),
                          "ttfa_p50": statistics.median(first_audio_ms(t) for t in turns)})
-    return rows, hops
+    return rows, hops, cpu
 
 
 def bare_celery_hops(n: int) -> list[float]:
@@ -151,7 +159,7 @@ def main() -> None:
     sequential, sequential_spoken = ttfa(False, n)
     parallel = tools_phase(True, 3 if args.quick else 5)
     serial = tools_phase(False, 3 if args.quick else 5)
-    rows, hops = load(levels, 10 if args.quick else 20)
+    rows, hops, cpu = load(levels, 10 if args.quick else 20)
     floor = bare_celery_hops(50 if args.quick else 200)
     print()
     print("| measure | value |")
@@ -177,6 +185,11 @@ def main() -> None:
               f"first audio p50 | {row['throughput']:.1f} turns/s, {row['p50']:.0f} ms, "
               f"{row['p95']:.0f} ms ({row['p95'] / single:.2f}× single), "
               f"{row['ttfa_p50']:.0f} ms |")
+    if cpu:
+        by_cost = sorted(cpu.items(), key=lambda kv: -kv[1])
+        parts = ", ".join(f"{role} {ms:.0f}" for role, ms in by_cost if ms >= 0.5)
+        print(f"| CPU per turn at 50 concurrent turns, ms by process | {sum(cpu.values()):.0f}: "
+              f"{parts} |")
 
 
 if __name__ == "__main__":
