@@ -243,3 +243,22 @@ def test_settings_monitors_are_synced_idempotently(rt, beat_app):
     sync_monitors(beat_app, Runtime(settings.model_copy(update={"monitors": []})))
     assert [m.name for m in store.all()] == ["mine"]
     assert not is_scheduled(beat_app, "backlog")
+
+
+def test_a_worker_that_answers_late_is_not_reported_missing(rt, monkeypatch):
+    """The first ask gives up after 1 s; a queue counts as unserved only if a second, longer
+    ask finds no worker either."""
+    from workers.monitor import checks
+
+    asked: list[float] = []
+
+    def live_workers(_rt, timeout_s: float = 1.0):
+        asked.append(timeout_s)
+        late = {"agent": 1} if timeout_s > 1 else {}  # the agent worker answers after 1 s
+        return {"agent": 0, "stt": 0, **late}
+
+    monkeypatch.setattr("workers.tools.builtin.system.live_workers", live_workers)
+    monitor = Monitor(name="w", kind="workers_missing", target="agent,stt", every=5)
+    result = checks.run_check(monitor, rt)
+    assert result.state == "alerting" and result.detail.startswith("no worker serves stt ")
+    assert asked == [1.0, checks.SLOW_REPLY_S]

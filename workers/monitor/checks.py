@@ -115,11 +115,21 @@ def check_queue_depth(monitor: Monitor, rt: Runtime) -> CheckResult:
     return _decide(monitor, lambda f: depth, f"{depth} jobs waiting in {where}")
 
 
+#: How long the second ask for workers waits for late replies.
+SLOW_REPLY_S = 3.0
+
+
 def check_workers_missing(monitor: Monitor, rt: Runtime) -> CheckResult:
     """The fewest live workers serving any of the watched queues."""
     from workers.tools.builtin.system import live_workers
 
     counts = live_workers(rt)
+    if counts is not None and any(counts.get(q, 0) == 0 for q in monitor.queues):
+        # A busy or just-started worker may answer late: ask once more, longer, before
+        # saying a queue has none.
+        again = live_workers(rt, timeout_s=SLOW_REPLY_S)
+        if again is not None:
+            counts = {q: max(n, again.get(q, 0)) for q, n in counts.items()}
     if counts is None:
         return CheckResult("error", None, "the workers could not be asked")
     watched = {q: counts.get(q, 0) for q in monitor.queues}

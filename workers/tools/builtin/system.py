@@ -55,10 +55,12 @@ def queue_depths(rt: Runtime) -> dict[str, int]:
     return {q: sum(counts[i * step : (i + 1) * step]) for i, q in enumerate(QUEUES)}
 
 
-def live_workers(rt: Runtime) -> dict[str, int] | None:
-    """Workers consuming each queue (None when the broker could not be asked)."""
+def live_workers(rt: Runtime, timeout_s: float = 1.0) -> dict[str, int] | None:
+    """Workers consuming each queue that answer within ``timeout_s`` (None when the broker
+    could not be asked)."""
     try:
-        replies = _celery(rt.settings.redis_url).control.inspect(timeout=1).active_queues()
+        inspect = _celery(rt.settings.redis_url).control.inspect(timeout=timeout_s)
+        replies = inspect.active_queues()
     except Exception:  # the status report must not fail for want of one part
         return None
     counts = dict.fromkeys(QUEUES, 0)
