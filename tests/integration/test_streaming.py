@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
+
+from tests.conftest import RedisServer, System, system_env
 
 pytestmark = pytest.mark.integration
 
@@ -67,3 +71,51 @@ def test_tool_call_fragments_are_reassembled_with_text_beside_them(client, fake)
     history = fake.chat_requests()[-1]["messages"]
     assert history[-3]["content"] == "Let me check both."
     assert len(history[-3]["tool_calls"]) == 2
+
+
+def test_one_turn_is_spoken_by_several_tts_workers_and_heard_in_order(fake, tmp_path):
+    """Two TTS worker processes taking one sentence at a time share one turn's sentences."""
+    server = RedisServer()
+    server.start()
+    system = System(system_env(server.url, fake), tmp_path / "logs", beat=False)
+    try:
+        sup = system.sup
+        sup.start_workers(queues=("agent",))
+        for name in ("tts-a", "tts-b"):
+            sup.start(f"worker-{name}", sup.worker_argv(["tts"], name=name, concurrency=1))
+        wait_for_worker_names(system, {"tts-a", "tts-b"})
+        fake.set_profile(tts_rtf=0.5, llm_tokens_per_s=200)  # sentences overlap in synthesis
+        fake.script_chat({"match": "several", "content": REPLY + " A fourth ends it."})
+        turn = system.client().ask("several voices", session="several")
+        played = b"".join(turn.playback(timeout=60))
+        assert turn.wait(timeout=5).status == "ok"
+        starts = {e.event.data["seq"]: e.event.data["worker"]
+                  for e in turn._entries if e.event.type == "tts-start"}
+        assert sorted(starts) == [0, 1, 2, 3]
+        assert {w.split("@")[0] for w in starts.values()} == {"tts-a", "tts-b"}, starts
+        in_order = b"".join(e.pcm for e in sorted(
+            (e for e in turn._entries if e.event.type == "tts-chunk"),
+            key=lambda e: (e.event.data["seq"], e.event.data["idx"])))
+        assert played == in_order == turn.audio()
+    finally:
+        system.stop()
+        server.stop()
+
+
+def wait_for_worker_names(system: System, names: set[str], timeout: float = 60) -> None:
+    from celery import Celery
+
+    from voxqueue.celery_config import celery_config
+
+    app = Celery("probe", set_as_current=False)
+    app.conf.update(celery_config(system.settings))
+    try:
+        give_up = time.monotonic() + timeout
+        while time.monotonic() < give_up:
+            answered = {n.split("@")[0] for n in app.control.inspect(timeout=0.5).ping() or {}}
+            if names <= answered:
+                return
+            time.sleep(0.2)
+    finally:
+        app.close()
+    raise AssertionError(f"workers {sorted(names)} did not start")

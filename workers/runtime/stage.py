@@ -29,8 +29,9 @@ class Stage:
     """One task's view of its turn: events, stop checks and the turn's end."""
 
     def __init__(self, rt: Runtime, spec: TurnSpec, queue: str, attempt: int,
-                 started_at: float | None = None) -> None:
+                 started_at: float | None = None, worker: str = "") -> None:
         self.rt = rt
+        self.worker = worker  # the Celery worker's name, e.g. "tts@host"
         self.started_at = started_at if started_at is not None else time.time()
         self.spec = spec
         self.queue = queue
@@ -151,7 +152,8 @@ def begin(task: Task, job: _Job, queue: str) -> Stage | None:
         log.warning("turn not found; dropping task", turn_id=job.turn_id, queue=queue)
         return None
     spec = TurnSpec.model_validate_json(raw_spec)
-    stage = Stage(rt, spec, queue, int(attempt), started_at=started)
+    stage = Stage(rt, spec, queue, int(attempt), started_at=started,
+                  worker=task.request.hostname or "")
     structlog.contextvars.bind_contextvars(session_id=spec.session_id, device=spec.device)
     if flags and stage.should_stop():  # ended or cancelled: let should_stop say which
         return None
