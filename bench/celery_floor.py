@@ -7,6 +7,7 @@ voxqueue's own hop, measured in the same run.
 
 from __future__ import annotations
 
+import functools
 import os
 import statistics
 import subprocess
@@ -28,11 +29,17 @@ app = Celery("bench-floor")
 app.conf.update(celery_config(Settings(_env_file=None)))  # type: ignore[call-arg]
 
 
+@functools.cache
+def _results() -> redis.Redis:
+    """One client per worker process for the recorded hops."""
+    return redis.Redis.from_url(app.conf.broker_url)
+
+
 @app.task(name="voxqueue.agent.floor")
 def floor(sent_at: float) -> None:
     """Record enqueued → started, in milliseconds."""
     started = time.time()
-    redis.Redis.from_url(app.conf.broker_url).rpush(RESULTS, (started - sent_at) * 1000)
+    _results().rpush(RESULTS, (started - sent_at) * 1000)
 
 
 def measure(redis_url: str, n: int = 200, log_dir: Path | None = None) -> list[float]:

@@ -114,7 +114,7 @@ def tools_phase(parallel: bool, turns: int) -> list[float]:
 def load(levels: list[int], per_level: int
          ) -> tuple[list[dict[str, Any]], list[float], dict[str, float]]:
     """Rows per concurrency level, the hops at one turn at a time, and CPU ms per turn by
-    process at the highest level below 100 (where the cores saturate)."""
+    process at 50 concurrent turns (the cores are saturated there)."""
     rows = []
     hops: list[float] = []
     cpu: dict[str, float] = {}

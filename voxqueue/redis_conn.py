@@ -29,12 +29,17 @@ class ReconnectRetry(Retry):
     def call_with_retry(self, do: Callable[[], T], fail: Callable[..., Any],
                         is_retryable: Callable[[Exception], bool] | None = None,
                         with_failure_count: bool = False) -> T:
-        def retryable(error: Exception) -> bool:
-            if isinstance(error, AuthenticationError | AuthorizationError):
-                return False
-            return is_retryable(error) if is_retryable is not None else True
+        if is_retryable is None:  # the usual case: no closure per command
+            retryable = _not_refused
+        else:
+            def retryable(error: Exception) -> bool:
+                return _not_refused(error) and is_retryable(error)
 
         return super().call_with_retry(do, fail, retryable, with_failure_count)
+
+
+def _not_refused(error: Exception) -> bool:
+    return not isinstance(error, AuthenticationError | AuthorizationError)
 
 
 def connect(settings: Settings, *, decode: bool = False) -> redis.Redis:

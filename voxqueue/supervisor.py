@@ -145,13 +145,16 @@ class Supervisor:
                                                            concurrency=chosen[q][1]), **kw)
                 for q in queues]
 
-    def wait_for_workers(self, queues: Iterable[str], timeout: float = 60.0) -> None:
-        """Block until a worker answers a ping on each queue."""
+    def wait_for_workers(self, queues: Iterable[str], timeout: float = 60.0,
+                         names: Iterable[str] = ()) -> None:
+        """Block until a worker answers a ping on each queue, and every worker named in
+        ``names`` (``-n NAME@host``) answers."""
         from celery import Celery
 
         from voxqueue.celery_config import celery_config
 
         wanted = set(queues)
+        wanted_names = set(names)
         app = Celery("voxqueue-probe", set_as_current=False)
         app.conf.update(celery_config(self.settings))
         give_up = time.time() + timeout
@@ -162,12 +165,14 @@ class Supervisor:
                     raise RuntimeError(f"{dead[0].name} exited with {dead[0].popen.returncode}")
                 active = app.control.inspect(timeout=0.5).active_queues() or {}
                 seen = {q["name"] for qs in active.values() for q in qs}
-                if wanted <= seen:
+                answered = {host.split("@")[0] for host in active}
+                if wanted <= seen and wanted_names <= answered:
                     return
                 time.sleep(0.2)
         finally:
             app.close()
-        raise TimeoutError(f"no worker for {sorted(wanted)} after {timeout} s")
+        raise TimeoutError(f"no worker for {sorted(wanted)} (or not all of "
+                           f"{sorted(wanted_names)}) after {timeout} s")
 
     def stop(self, proc: Proc, timeout: float = 15.0) -> None:
         if proc.popen.poll() is None:

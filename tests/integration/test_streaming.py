@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.conftest import RedisServer, System, system_env
@@ -83,7 +81,7 @@ def test_one_turn_is_spoken_by_several_tts_workers_and_heard_in_order(fake, tmp_
         sup.start_workers(queues=("agent",))
         for name in ("tts-a", "tts-b"):
             sup.start(f"worker-{name}", sup.worker_argv(["tts"], name=name, concurrency=1))
-        wait_for_worker_names(system, {"tts-a", "tts-b"})
+        sup.wait_for_workers(("agent", "tts"), names=("tts-a", "tts-b"))
         fake.set_profile(tts_rtf=0.5, llm_tokens_per_s=200)  # sentences overlap in synthesis
         fake.script_chat({"match": "several", "content": REPLY + " A fourth ends it."})
         turn = system.client().ask("several voices", session="several")
@@ -101,21 +99,3 @@ def test_one_turn_is_spoken_by_several_tts_workers_and_heard_in_order(fake, tmp_
         system.stop()
         server.stop()
 
-
-def wait_for_worker_names(system: System, names: set[str], timeout: float = 60) -> None:
-    from celery import Celery
-
-    from voxqueue.celery_config import celery_config
-
-    app = Celery("probe", set_as_current=False)
-    app.conf.update(celery_config(system.settings))
-    try:
-        give_up = time.monotonic() + timeout
-        while time.monotonic() < give_up:
-            answered = {n.split("@")[0] for n in app.control.inspect(timeout=0.5).ping() or {}}
-            if names <= answered:
-                return
-            time.sleep(0.2)
-    finally:
-        app.close()
-    raise AssertionError(f"workers {sorted(names)} did not start")

@@ -71,6 +71,13 @@ def history(turns: int) -> list[dict[str, Any]]:
     return found
 
 
+def run_compact(messages: list[dict[str, Any]], model: ScriptedChat | None, budget_tokens: int,
+                tools_tokens: int = 0, keep_turns: int = 4) -> Any:
+    """``compact`` with this file's model name, no deadline pressure and four kept turns."""
+    return compact(messages, model=model, model_name=MODEL, budget_tokens=budget_tokens,
+                   tools_tokens=tools_tokens, keep_turns=keep_turns, deadline=1e12)
+
+
 def test_a_turn_starts_at_its_user_message_or_the_alerts_before_it():
     body = [
         msg.user("a"),
@@ -107,15 +114,7 @@ def test_compaction_summarizes_the_older_turns_and_keeps_the_recent_ones():
     messages = history(30)
     chat = ScriptedChat()
     before = count_messages(messages, MODEL)
-    result = compact(
-        messages,
-        model=chat,
-        model_name=MODEL,
-        budget_tokens=400,
-        tools_tokens=0,
-        keep_turns=4,
-        deadline=1e12,
-    )
+    result = run_compact(messages, chat, 400)
     assert result is not None and result.mode == "summary"
     assert result.before_tokens == before and result.after_tokens <= 400
     assert result.messages[0] == messages[0]
@@ -134,26 +133,10 @@ def test_compaction_summarizes_the_older_turns_and_keeps_the_recent_ones():
 
 def test_a_second_compaction_folds_the_earlier_summary_in():
     chat = ScriptedChat()
-    first = compact(
-        history(30),
-        model=chat,
-        model_name=MODEL,
-        budget_tokens=400,
-        tools_tokens=0,
-        keep_turns=4,
-        deadline=1e12,
-    )
+    first = run_compact(history(30), chat, 400)
     assert first is not None
     grown = first.messages + [m for n in range(40, 60) for m in chat_turn(n)]
-    second = compact(
-        grown,
-        model=chat,
-        model_name=MODEL,
-        budget_tokens=400,
-        tools_tokens=0,
-        keep_turns=4,
-        deadline=1e12,
-    )
+    second = run_compact(grown, chat, 400)
     assert second is not None
     assert sum(is_summary(m) for m in second.messages) == 1
     asked = [request[-1]["content"] for request, _ in chat.requests[1:]]
@@ -163,15 +146,7 @@ def test_a_second_compaction_folds_the_earlier_summary_in():
 def test_a_long_older_part_is_summarized_chunk_by_chunk():
     messages = history(200)
     chat = ScriptedChat()
-    result = compact(
-        messages,
-        model=chat,
-        model_name=MODEL,
-        budget_tokens=600,
-        tools_tokens=0,
-        keep_turns=4,
-        deadline=1e12,
-    )
+    result = run_compact(messages, chat, 600)
     assert result is not None and len(chat.requests) > 1
     for request, _ in chat.requests:
         assert count_messages(request, MODEL) < 600
@@ -181,24 +156,8 @@ def test_a_long_older_part_is_summarized_chunk_by_chunk():
 
 def test_tool_definitions_count_against_the_budget():
     messages = history(30)
-    roomy = compact(
-        messages,
-        model=ScriptedChat(),
-        model_name=MODEL,
-        budget_tokens=600,
-        tools_tokens=0,
-        keep_turns=4,
-        deadline=1e12,
-    )
-    tight = compact(
-        messages,
-        model=ScriptedChat(),
-        model_name=MODEL,
-        budget_tokens=600,
-        tools_tokens=350,
-        keep_turns=4,
-        deadline=1e12,
-    )
+    roomy = run_compact(messages, ScriptedChat(), 600)
+    tight = run_compact(messages, ScriptedChat(), 600, tools_tokens=350)
     assert roomy is not None and tight is not None
     assert len(tight.messages) < len(roomy.messages)
     assert tight.after_tokens <= 600
@@ -206,15 +165,7 @@ def test_tool_definitions_count_against_the_budget():
 
 def test_without_an_llm_the_oldest_turns_are_trimmed():
     messages = history(30)
-    result = compact(
-        messages,
-        model=None,
-        model_name=MODEL,
-        budget_tokens=300,
-        tools_tokens=0,
-        keep_turns=4,
-        deadline=1e12,
-    )
+    result = run_compact(messages, None, 300)
     assert result is not None and result.mode == "trim"
     assert result.messages[0] == messages[0]
     assert result.messages[1:] == messages[-(len(result.messages) - 1) :]
@@ -225,46 +176,16 @@ def test_without_an_llm_the_oldest_turns_are_trimmed():
 def test_a_failed_summary_trims_but_keeps_earlier_summaries():
     earlier = msg.system(SUMMARY_PREFIX + "The user's locker code is 4711.")
     messages = [history(0)[0], earlier, *[m for n in range(40) for m in chat_turn(n)]]
-    result = compact(
-        messages,
-        model=ScriptedChat(fail=True),
-        model_name=MODEL,
-        budget_tokens=300,
-        tools_tokens=0,
-        keep_turns=4,
-        deadline=1e12,
-    )
+    result = run_compact(messages, ScriptedChat(fail=True), 300)
     assert result is not None and result.mode == "trim"
     assert result.messages[1] == earlier
 
 
 def test_nothing_to_fold_gives_none():
     messages = history(2)
-    assert (
-        compact(
-            messages,
-            model=ScriptedChat(),
-            model_name=MODEL,
-            budget_tokens=10,
-            tools_tokens=0,
-            keep_turns=1,
-            deadline=1e12,
-        )
-        is not None
-    )
+    assert run_compact(messages, ScriptedChat(), 10, keep_turns=1) is not None
     only_current = [messages[0], msg.user("x " * 500)]
-    assert (
-        compact(
-            only_current,
-            model=ScriptedChat(),
-            model_name=MODEL,
-            budget_tokens=10,
-            tools_tokens=0,
-            keep_turns=4,
-            deadline=1e12,
-        )
-        is None
-    )
+    assert run_compact(only_current, ScriptedChat(), 10) is None
 
 
 def test_transcript_and_clip():

@@ -133,21 +133,3 @@ class McpSessions:
             del self._sessions[key]
         session.closing.set()
         log.info("MCP session dropped; the next call opens a new one", server=key, why=why)
-
-    def close(self) -> None:
-        """Close every session (their stdio servers exit) and stop the loop."""
-        with self._lock:
-            loop, sessions = self._loop, list(self._sessions.values())
-            self._loop, self._sessions = None, {}
-        if loop is None:
-            return
-
-        async def shut() -> None:
-            for s in sessions:
-                s.closing.set()
-            await asyncio.gather(*(s.task for s in sessions if s.task), return_exceptions=True)
-
-        try:
-            asyncio.run_coroutine_threadsafe(shut(), loop).result(10)
-        finally:
-            loop.call_soon_threadsafe(loop.stop)

@@ -116,25 +116,20 @@ async def call_tool(
     name: str,
     arguments: dict[str, Any],
     timeout_s: float,
-    sessions: McpSessions | None = None,
+    sessions: McpSessions,
     read_only: bool = False,
 ) -> str:
-    """Call one tool, in the server's kept session (or a fresh one without ``sessions``); the
-    text of its result, or an error raised."""
+    """Call one tool in the server's kept session; the text of its result, or an error raised."""
     try:
-        if sessions is not None:
-            future = sessions.submit(
-                server.name,
-                partial(_client, server, timeout_s),
-                name,
-                arguments,
-                timeout_s,
-                retry=read_only,
-            )
-            result = await asyncio.wrap_future(future)
-        else:
-            async with asyncio.timeout(timeout_s), _client(server, timeout_s) as client:
-                result = await client.call_tool(name, arguments)
+        future = sessions.submit(
+            server.name,
+            partial(_client, server, timeout_s),
+            name,
+            arguments,
+            timeout_s,
+            retry=read_only,
+        )
+        result = await asyncio.wrap_future(future)
     except TimeoutError:
         raise TimeoutError(
             f"MCP server {server.name!r} did not answer within {timeout_s:g} s"
@@ -214,9 +209,9 @@ def make_tool(
     mcp_tool: Any,
     name: str,
     default_timeout_s: float,
-    sessions: McpSessions | None = None,
+    sessions: McpSessions,
 ) -> Tool:
-    """A registry Tool that calls ``mcp_tool`` on ``server`` (through ``sessions`` if given)."""
+    """A registry Tool that calls ``mcp_tool`` on ``server`` through ``sessions``."""
     schema = dict(mcp_tool.input_schema or {})
     schema.setdefault("type", "object")
     schema.setdefault("properties", {})

@@ -19,8 +19,11 @@ class OpenAIChat:
     name = "openai"
 
     def __init__(self, settings: Settings) -> None:
+        import openai
+
         self.settings = settings
         self.client = make_openai(settings, "LLM (OpenAI)")
+        self._chunks = openai.Stream[object]  # the SDK's SSE stream, chunks left as JSON
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                  deadline: float, on_text: Callable[[str], None] | None = None) -> Answer:
@@ -47,8 +50,6 @@ class OpenAIChat:
 
     def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                 deadline: float, on_text: Callable[[str], None]) -> Answer:
-        import openai
-
         s = self.settings
         body: dict[str, Any] = {
             "model": s.llm_model,
@@ -71,7 +72,7 @@ class OpenAIChat:
             # cost ~10 ms of CPU per call here, several times more than everything else.
             stream = self.client.post(
                 "/chat/completions", body=body, cast_to=object, stream=True,
-                stream_cls=openai.Stream[object], options={"timeout": timeout})
+                stream_cls=self._chunks, options={"timeout": timeout})
             for chunk in stream:
                 if answer.ttfb_ms is None:
                     answer.ttfb_ms = round((time.perf_counter() - started) * 1000, 2)
