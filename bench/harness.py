@@ -25,7 +25,8 @@ class BenchSystem:
     sup: Supervisor
     client: Client
     pids: dict[str, int]
-    """Every process of the run by role: workers, Redis, the fake providers, this benchmark."""
+    """Every process of the run by role: workers (``tts``, ``tts-2``…), Redis, the fake
+    providers, this benchmark."""
 
 
 def cpu_seconds(pid: int) -> float:
@@ -54,8 +55,10 @@ def _fake_process(profile: Mapping[str, float] | None) -> Iterator[Any]:
 def bench_system(profile: Mapping[str, float] | None = None,
                  pools: Mapping[str, tuple[str, int]] | None = None,
                  queues: Sequence[str] = QUEUES, separate_fake: bool = False,
+                 processes: Mapping[str, int] | None = None,
                  **env: str) -> Iterator[BenchSystem]:
-    """Start everything; stop it all on exit."""
+    """Start everything (``processes`` worker processes per queue, default one); stop it all
+    on exit."""
     redis_server = RedisServer()
     redis_server.start()
     try:
@@ -68,8 +71,9 @@ def bench_system(profile: Mapping[str, float] | None = None,
             sup = Supervisor(settings, env=full_env,
                              log_dir=Path(tempfile.mkdtemp(prefix="vq-bench-")))
             try:
-                sup.start_workers(pools=pools, queues=queues)
-                sup.wait_for_workers(queues, timeout=120)
+                sup.start_workers(pools=pools, queues=queues, processes=processes)
+                names = [p.name.removeprefix("worker-") for p in sup.procs]
+                sup.wait_for_workers(queues, timeout=120, names=names)
                 pids = {p.name.removeprefix("worker-"): p.popen.pid for p in sup.procs}
                 pids["redis"] = redis_server.proc.pid if redis_server.proc else 0
                 if separate_fake:

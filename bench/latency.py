@@ -21,6 +21,7 @@ from bench import celery_floor
 from bench.harness import BenchSystem, bench_system, cpu_seconds, percentile, turn_breakdown
 from tests.conftest import ROOT, RedisServer
 from voxqueue.client import Turn
+from voxqueue.supervisor import DEFAULT_PROCESSES
 
 #: The default fake profile: a fast cloud STT, an LLM with a realistic first token and speed,
 #: a low-latency TTS that streams faster than real time.
@@ -80,7 +81,7 @@ def e2e_ms(turn: Turn) -> float:
 def ttfa(streaming: bool, turns: int) -> tuple[list[float], list[float]]:
     """First-audio times of typed and of spoken questions (the spoken ones include STT)."""
     env = {} if streaming else {"VOXQUEUE_SPEAK_WHILE_THINKING": "false"}
-    with bench_system(PROFILE, separate_fake=True, **env) as system:
+    with bench_system(PROFILE, separate_fake=True, processes=DEFAULT_PROCESSES, **env) as system:
         system.fake.script_chat({"repeat": True, "content": REPLY})
         typed, _ = run_turns(system, turns + 1, 1,
                              lambda i: system.client.ask("weather tomorrow", session=f"t{i}"))
@@ -99,7 +100,8 @@ def tools_phase(parallel: bool, turns: int) -> list[float]:
         script = [{"match": "tools", "tool_calls": [calls[0]]}]
         script += [{"after_tool": True, "tool_calls": [c]} for c in calls[1:]]
     spans = []
-    with bench_system({"llm_ttft_s": 0.0}, separate_fake=True) as system:
+    with bench_system({"llm_ttft_s": 0.0}, separate_fake=True,
+                      processes=DEFAULT_PROCESSES) as system:
         for i in range(turns):
             system.fake.script_chat(*script, {"after_tool": True, "content": "All done."})
             turn = system.client.ask("run the tools", session=f"tools-{i}", speak=False)
@@ -118,7 +120,7 @@ def load(levels: list[int], per_level: int
     rows = []
     hops: list[float] = []
     cpu: dict[str, float] = {}
-    with bench_system(PROFILE, separate_fake=True) as system:
+    with bench_system(PROFILE, separate_fake=True, processes=DEFAULT_PROCESSES) as system:
         system.fake.script_chat({"repeat": True, "content": REPLY})
         run_turns(system, 4, 2, lambda i: system.client.ask("warm up", session=f"w{i}"))
         for level in levels:
@@ -126,9 +128,10 @@ def load(levels: list[int], per_level: int
             before = {role: cpu_seconds(pid) for role, pid in system.pids.items()}
             turns, wall = run_turns(system, n, level, lambda i, lv=level: system.client.ask(
                 "weather tomorrow", session=f"l{lv}-{i}"))
-            if level == 50:
-                cpu = {role: (cpu_seconds(pid) - before[role]) * 1000 / n
-                       for role, pid in system.pids.items()}
+            if level == 50:  # a queue's processes (tts, tts-2…) together
+                for role, pid in system.pids.items():
+                    queue = role.split("-")[0]
+                    cpu[queue] = cpu.get(queue, 0.0) + (cpu_seconds(pid) - before[role]) * 1000 / n
             e2e = [e2e_ms(t) for t in turns]
             if level == 1:  # the hop's own cost, without waiting behind other turns
                 hops += [h for t in turns for h in turn_breakdown(t._entries)["hops_ms"]]

@@ -16,6 +16,7 @@ from rich.table import Table
 from voxqueue.client import Client, InputError, Turn, Unavailable
 from voxqueue.contracts import TurnResult
 from voxqueue.settings import QUEUES, get_settings
+from voxqueue.supervisor import DEFAULT_PROCESSES
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="voxqueue: a distributed voice agent on Celery and Redis.")
@@ -131,10 +132,19 @@ def worker(
 def up(
     flower: Annotated[bool, typer.Option(help="Run the Flower dashboard.")] = True,
     beat: Annotated[bool, typer.Option(help="Run beat (monitors, deadline sweeper).")] = True,
+    processes: Annotated[str | None, typer.Option(
+        help="Worker processes per queue, e.g. 'tts=3,agent=2' (default: "
+             f"{','.join(f'{q}={n}' for q, n in DEFAULT_PROCESSES.items())}; others one).")
+    ] = None,
 ) -> None:
-    """Run everything one machine needs: a worker per queue, beat and Flower. Ctrl-C stops all."""
-    from voxqueue.supervisor import Supervisor
+    """Run everything one machine needs: workers per queue, beat and Flower. Ctrl-C stops all."""
+    from voxqueue.supervisor import Supervisor, parse_processes
 
+    try:
+        counts = DEFAULT_PROCESSES if processes is None else parse_processes(processes)
+    except ValueError as exc:
+        err.print(f"[red]--processes: {exc}[/]")
+        raise typer.Exit(2) from exc
     sup = Supervisor(get_settings())
     url, embedded = sup.ensure_redis()
     if embedded:
@@ -151,7 +161,7 @@ def up(
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        sup.start_workers(inherit_output=True)
+        sup.start_workers(processes=counts, inherit_output=True)
         if beat:
             sup.start("beat", sup.beat_argv(), inherit_output=True)
         sup.start("exporter", [sys.executable, "-m", "voxqueue.cli", "exporter"],

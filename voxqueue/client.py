@@ -194,7 +194,8 @@ class Client:
         try:
             with turn_root(self.settings, job.turn_id, task) as headers:
                 self._celery.send_task(task, args=[job.model_dump(mode="json")],
-                                       argsrepr=job.describe(), headers=headers)
+                                       argsrepr=job.describe(), headers=headers,
+                                       ignore_result=True)
         except (redis.RedisError, OperationalError) as exc:
             raise Unavailable(f"Redis at {redact(self.settings.redis_url)} is unreachable: "
                               f"{exc}") from exc

@@ -32,9 +32,33 @@ DEFAULT_POOLS: dict[str, tuple[str, int]] = {
     "monitor": ("threads", 4),
 }
 
+#: Worker processes per queue that ``voxqueue up`` runs, as do the compose file and the
+#: Kubernetes minimum: a worker takes its tasks in one consumer thread, which shares the
+#: interpreter lock with every task thread, so with dozens of streams in flight one process
+#: takes new tasks late (bench, 50 concurrent turns: TTS jobs waited ~400 ms for one process of
+#: 64 threads, ~300 ms for one of 192, ~70 ms for three of 64). Other queues run one.
+DEFAULT_PROCESSES: dict[str, int] = {"agent": 2, "tts": 3}
+
 
 #: celery-redbeat (schedule and lock in Redis), hardened against Redis restarts.
 BEAT_SCHEDULER = "workers.monitor.beat_scheduler:ResilientScheduler"
+
+
+def worker_names(queue: str, processes: int) -> list[str]:
+    """The worker names of a queue's processes: ``tts``, ``tts-2``, ``tts-3``…"""
+    return [queue if i == 1 else f"{queue}-{i}" for i in range(1, processes + 1)]
+
+
+def parse_processes(spec: str) -> dict[str, int]:
+    """``"tts=3,agent=2"`` → ``{"tts": 3, "agent": 2}``; a clear error for anything else."""
+    counts: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        queue, sep, n = part.partition("=")
+        if not sep or queue.strip() not in QUEUES or not n.strip().isdigit() or int(n) < 1:
+            raise ValueError(f"expected QUEUE=N (N ≥ 1, a queue of {', '.join(QUEUES)}), "
+                             f"got {part!r}")
+        counts[queue.strip()] = int(n)
+    return counts
 
 
 def redis_answers(url: str, timeout: float = 1.0) -> bool:
@@ -139,11 +163,18 @@ class Supervisor:
         return proc
 
     def start_workers(self, pools: Mapping[str, tuple[str, int]] | None = None,
-                      queues: Iterable[str] = QUEUES, **kw: Any) -> list[Proc]:
+                      queues: Iterable[str] = QUEUES,
+                      processes: Mapping[str, int] | None = None, **kw: Any) -> list[Proc]:
+        """Worker processes for ``queues``: ``processes[q]`` of them (default one) per queue,
+        named ``q``, ``q-2``, ``q-3``…"""
         chosen = {**DEFAULT_POOLS, **(pools or {})}
-        return [self.start(f"worker-{q}", self.worker_argv([q], name=q, pool=chosen[q][0],
-                                                           concurrency=chosen[q][1]), **kw)
-                for q in queues]
+        started = []
+        for q in queues:
+            pool, concurrency = chosen[q]
+            for name in worker_names(q, (processes or {}).get(q, 1)):
+                started.append(self.start(f"worker-{name}", self.worker_argv(
+                    [q], name=name, pool=pool, concurrency=concurrency), **kw))
+        return started
 
     def wait_for_workers(self, queues: Iterable[str], timeout: float = 60.0,
                          names: Iterable[str] = ()) -> None:

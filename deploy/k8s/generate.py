@@ -17,14 +17,15 @@ from typing import Any
 import yaml
 
 from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import BEAT_SCHEDULER, DEFAULT_POOLS
+from voxqueue.supervisor import BEAT_SCHEDULER, DEFAULT_POOLS, DEFAULT_PROCESSES
 
 OUT = Path(__file__).with_name("voxqueue.yaml")
 IMAGE = "voxqueue-workers:latest"
 SOFT_SHUTDOWN_S = 10
-#: KEDA: scale each queue on its list length; keep one replica so a turn never waits for a pod.
-SCALING = {"stt": (1, 10, 5), "agent": (1, 10, 10), "tools": (1, 10, 10), "tts": (1, 20, 5),
-           "monitor": (1, 2, 20)}
+#: KEDA: scale each queue on its list length (most replicas, list length per replica); keep at
+#: least the processes ``voxqueue up`` runs, so a turn never waits for a pod.
+SCALING = {"stt": (10, 5), "agent": (10, 10), "tools": (10, 10), "tts": (20, 5),
+           "monitor": (2, 20)}
 
 
 def env() -> list[dict[str, Any]]:
@@ -76,11 +77,13 @@ def worker(queue: str) -> dict[str, Any]:
     pool, concurrency = DEFAULT_POOLS[queue]
     return deployment(f"worker-{queue}", [
         "celery", "-A", "workers", "worker", "-Q", queue, "-n", f"{queue}@$(HOSTNAME)",
-        "-P", pool, "-c", str(concurrency), "--prefetch-multiplier", "1", "-E"])
+        "-P", pool, "-c", str(concurrency), "--prefetch-multiplier", "1", "-E"],
+        replicas=DEFAULT_PROCESSES.get(queue, 1))
 
 
 def scaled_object(queue: str) -> dict[str, Any]:
-    low, high, per_replica = SCALING[queue]
+    high, per_replica = SCALING[queue]
+    low = DEFAULT_PROCESSES.get(queue, 1)
     return {
         "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject",
         "metadata": {"name": f"voxqueue-{queue}"},

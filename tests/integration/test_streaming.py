@@ -78,10 +78,9 @@ def test_one_turn_is_spoken_by_several_tts_workers_and_heard_in_order(fake, tmp_
     system = System(system_env(server.url, fake), tmp_path / "logs", beat=False)
     try:
         sup = system.sup
-        sup.start_workers(queues=("agent",))
-        for name in ("tts-a", "tts-b"):
-            sup.start(f"worker-{name}", sup.worker_argv(["tts"], name=name, concurrency=1))
-        sup.wait_for_workers(("agent", "tts"), names=("tts-a", "tts-b"))
+        sup.start_workers(queues=("agent", "tts"), pools={"tts": ("threads", 1)},
+                          processes={"tts": 2})
+        sup.wait_for_workers(("agent", "tts"), names=("tts", "tts-2"))
         fake.set_profile(tts_rtf=0.5, llm_tokens_per_s=200)  # sentences overlap in synthesis
         fake.script_chat({"match": "several", "content": REPLY + " A fourth ends it."})
         turn = system.client().ask("several voices", session="several")
@@ -90,7 +89,7 @@ def test_one_turn_is_spoken_by_several_tts_workers_and_heard_in_order(fake, tmp_
         starts = {e.event.data["seq"]: e.event.data["worker"]
                   for e in turn._entries if e.event.type == "tts-start"}
         assert sorted(starts) == [0, 1, 2, 3]
-        assert {w.split("@")[0] for w in starts.values()} == {"tts-a", "tts-b"}, starts
+        assert {w.split("@")[0] for w in starts.values()} == {"tts", "tts-2"}, starts
         in_order = b"".join(e.pcm for e in sorted(
             (e for e in turn._entries if e.event.type == "tts-chunk"),
             key=lambda e: (e.event.data["seq"], e.event.data["idx"])))

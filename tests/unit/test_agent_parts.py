@@ -47,11 +47,18 @@ def test_the_first_phrase_may_end_at_a_clause_to_start_speaking_sooner():
 
 def test_the_first_phrase_may_end_before_a_phrase_opening_word():
     s = SentenceSplitter()
-    assert s.feed("Tomorrow will be sunny in") == []  # "in" may be the start of "inland"
-    assert s.feed(" Lisbon with a high") == ["Tomorrow will be sunny"]
+    assert s.feed("Tomorrow will be") == []
+    assert s.feed(" sunny in") == ["Tomorrow will be sunny"]  # as soon as the opener arrives
+    assert s.feed(" Lisbon with a high") == []
     assert s.feed(" of twenty four degrees. In the evening it cools") == [
         "in Lisbon with a high of twenty four degrees."]
     assert s.flush() == ["In the evening it cools"]  # only the first piece is cut early
+
+
+def test_a_token_that_lengthens_an_opener_still_follows_a_word_boundary():
+    s = SentenceSplitter()
+    assert s.feed("I will check the weather for") == ["I will check the weather"]
+    assert s.feed("ecast now.") + s.flush() == ["forecast now."]
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -83,7 +83,7 @@ def test_celery_config_is_json_only_with_late_acks():
     assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"]
     assert conf["worker_prefetch_multiplier"] == 1
     assert conf["broker_transport_options"]["visibility_timeout"] == 900
-    assert conf["worker_send_task_events"] and conf["task_send_sent_event"]
+    assert conf["worker_send_task_events"] and not conf["task_send_sent_event"]
     assert {q.name for q in conf["task_queues"]} == {"stt", "agent", "tools", "tts", "monitor"}
     from voxqueue.celery_config import TIME_LIMITS
 

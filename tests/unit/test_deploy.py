@@ -14,6 +14,7 @@ import yaml
 from tests.conftest import ROOT
 from voxqueue.celery_config import celery_config
 from voxqueue.settings import QUEUES, Settings
+from voxqueue.supervisor import DEFAULT_PROCESSES
 
 DEPLOY = ROOT / "deploy"
 
@@ -34,6 +35,8 @@ def test_compose_has_one_worker_service_per_queue():
         assert flag(command, "-Q") == queue
         assert flag(command, "--prefetch-multiplier") == "1" and "-E" in command
         assert flag(command, "-P") == "threads"  # I/O-bound with cloud providers
+        replicas = services[f"worker-{queue}"].get("deploy", {}).get("replicas", 1)
+        assert replicas == DEFAULT_PROCESSES.get(queue, 1)
     workers = [name for name, s in services.items() if "worker" in s.get("command", [])]
     assert sorted(workers) == sorted(f"worker-{q}" for q in QUEUES)
 
@@ -99,8 +102,11 @@ def test_kubernetes_manifests_are_generated_from_the_code():
         env = {e["name"]: e for e in pod["containers"][0]["env"]}
         assert env["REMAP_SIGTERM"]["value"] == "SIGQUIT"
         assert "secretKeyRef" in env["VOXQUEUE_REDIS_URL"]["valueFrom"]
-        trigger = scaled[f"voxqueue-worker-{queue}"]["spec"]["triggers"][0]
+        spec = scaled[f"voxqueue-worker-{queue}"]["spec"]
+        trigger = spec["triggers"][0]
         assert trigger["type"] == "redis" and trigger["metadata"]["listName"] == queue
+        assert dep["spec"]["replicas"] == spec["minReplicaCount"] == DEFAULT_PROCESSES.get(
+            queue, 1)
     beat = deployments["voxqueue-beat"]["spec"]
     assert beat["replicas"] == 1 and beat["strategy"]["type"] == "Recreate"
     assert "voxqueue-beat" not in scaled

@@ -49,7 +49,7 @@ def acquire_session(stage: Stage, job: AgentStep) -> bool:
     from workers.app import app
 
     app.send_task(AGENT_STEP, args=[job.model_dump(mode="json")], argsrepr=job.describe(),
-                  countdown=SESSION_BUSY_RETRY_S, headers=inject())
+                  countdown=SESSION_BUSY_RETRY_S, headers=inject(), ignore_result=True)
     return False
 
 

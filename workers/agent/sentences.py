@@ -62,10 +62,15 @@ class SentenceSplitter:
         return out
 
     def _phrase_break(self) -> int | None:
-        """Where the first phrase may end: before a whole phrase-opening word, or None."""
+        """Where the first phrase may end: before a phrase-opening word, or None.
+
+        The cut is made as soon as the opener's token arrives, one token sooner than waiting
+        for the next word: an LLM's tokens hold whole common words (" in", " with"), and in the
+        rare case the next token lengthens it ("in" + "land") the cut still falls between two
+        words, which the next sentence's ``previous_text`` keeps smooth.
+        """
         for i, word in enumerate(_WORD.finditer(self._buffer)):
-            if (i >= self.first_phrase_words and word.end() < len(self._buffer)
-                    and word.group().lower() in _PHRASE_OPENERS):
+            if i >= self.first_phrase_words and word.group().lower() in _PHRASE_OPENERS:
                 return word.start()
         return None
 

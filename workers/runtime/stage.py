@@ -122,7 +122,7 @@ class Stage:
             task_name = {"TtsJob": TTS_SPEAK, "AgentStep": AGENT_STEP,
                          "SttJob": STT_TRANSCRIBE}[type(job).__name__]
         app.send_task(task_name, args=[job.model_dump(mode="json")], argsrepr=job.describe(),
-                      headers=inject())
+                      headers=inject(), ignore_result=True)
 
     def queue_ms(self, job: _Job) -> float:
         """Milliseconds from the job's sending to the task's start (the queue hop)."""

@@ -1,0 +1,33 @@
+"""Worker processes per queue: their names and the ``--processes`` option."""
+
+import pytest
+from typer.testing import CliRunner
+
+from voxqueue.cli import app
+from voxqueue.supervisor import DEFAULT_PROCESSES, parse_processes, worker_names
+
+
+def test_a_queues_processes_have_distinct_worker_names():
+    assert worker_names("tts", 3) == ["tts", "tts-2", "tts-3"]
+    assert worker_names("agent", 1) == ["agent"]
+
+
+def test_processes_per_queue_are_parsed():
+    assert parse_processes("tts=3, agent=2") == {"tts": 3, "agent": 2}
+    assert parse_processes("") == {}
+
+
+@pytest.mark.parametrize("spec", ["tts", "tts=0", "tts=x", "speech=2", "tts=-1"])
+def test_a_bad_processes_spec_is_refused_with_its_part(spec):
+    with pytest.raises(ValueError, match="QUEUE=N"):
+        parse_processes(spec)
+
+
+def test_up_refuses_a_bad_processes_spec_before_starting_anything():
+    result = CliRunner().invoke(app, ["up", "--processes", "tts=many"])
+    assert result.exit_code == 2
+    assert "--processes" in result.output and "'tts=many'" in result.output
+
+
+def test_the_queues_that_hold_streams_get_more_than_one_process():
+    assert DEFAULT_PROCESSES["tts"] > 1 and DEFAULT_PROCESSES["agent"] > 1
