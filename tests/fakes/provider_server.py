@@ -561,7 +561,11 @@ class FakeProviders(_Queries):
         data = [f"data: {json.dumps(e)}\n\n".encode() for e in events]
         if (bad := record.get("fault", {}).get("malformed_after_chunks")) is not None:
             data.insert(int(bad), b'data: {"choices": [{"delta": "not an object"}]}\n\n')
+        # A token's time before every event, the stop included (the model generates it); the
+        # usage chunk follows the stop at once, as OpenAI sends it.
         gaps = [0.0] + [1.0 / tps if tps > 0 else 0.0] * (len(events) - 1)
+        if include_usage:
+            gaps[-1] = 0.0
         cut = record.get("fault", {}).get("cut_after_chunks")
         await self._paced_write(request, resp, data, gaps, cut)
         await resp.write(b"data: [DONE]\n\n")

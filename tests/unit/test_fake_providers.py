@@ -326,6 +326,17 @@ def test_latency_profile_delays(fake):
     assert time.monotonic() - t0 >= 0.2 + 0.5 * 0.5  # 600 ms of audio, first 100 ms free
 
 
+def test_streamed_usage_comes_with_the_stop_not_a_token_later(fake):
+    fake.set_profile(llm_tokens_per_s=2)  # a token every 500 ms
+    fake.script_chat({"content": "one two"})
+    stream = chat(oai(fake), stream=True, stream_options={"include_usage": True})
+    arrived = [(chunk, time.monotonic()) for chunk in stream]
+    (stop, stop_at), (usage, usage_at) = arrived[-2:]
+    assert stop.choices[0].finish_reason == "stop" and usage.usage is not None
+    assert stop_at - arrived[-3][1] >= 0.4  # the stop token takes a token's time
+    assert usage_at - stop_at < 0.25
+
+
 def test_concurrent_requests_overlap(fake):
     fake.set_profile(llm_ttft_s=0.3)
     client = oai(fake)
