@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SPEECH, System, free_port, system_env
+from voxqueue.settings import QUEUES
+from voxqueue.supervisor import DEFAULT_PROCESSES, worker_names
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -121,18 +123,32 @@ def test_a_provider_that_stays_down_ends_the_turn_with_an_apology(client, fake):
     assert len(turn.audio()) > 0
 
 
-def _get(url: str, auth: tuple[str, str] | None = None) -> int:
+def _request(url: str, auth: tuple[str, str] | None) -> urllib.request.Request:
     request = urllib.request.Request(url)
     if auth:
         token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
         request.add_header("Authorization", f"Basic {token}")
+    return request
+
+
+def _get(url: str, auth: tuple[str, str] | None = None) -> int:
     try:
-        with urllib.request.urlopen(request, timeout=2) as answer:
+        with urllib.request.urlopen(_request(url, auth), timeout=2) as answer:
             return int(answer.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)
     except (urllib.error.URLError, OSError):
         return 0
+
+
+def _flower_workers(base: str, auth: tuple[str, str]) -> set[str]:
+    """The worker names (before the ``@``) Flower knows, asking the workers afresh."""
+    try:
+        with urllib.request.urlopen(_request(f"{base}/api/workers?refresh=1", auth),
+                                    timeout=10) as answer:
+            return {name.split("@")[0] for name in json.loads(answer.read())}
+    except (urllib.error.URLError, OSError, ValueError):
+        return set()
 
 
 def test_up_starts_embedded_redis_workers_beat_and_flower_behind_auth(tmp_path):
@@ -155,6 +171,13 @@ def test_up_starts_embedded_redis_workers_beat_and_flower_behind_auth(tmp_path):
         assert status == 200
         assert _get(f"{base}/api/workers") == 401
         assert _get(f"{base}/", ("ops", "wrong")) == 401
+        # Every queue's worker processes: two for agent, three for tts, one for the others.
+        expected = {name for q in QUEUES for name in worker_names(q, DEFAULT_PROCESSES.get(q, 1))}
+        seen: set[str] = set()
+        while time.time() < deadline + 60 and not expected <= seen:
+            seen = _flower_workers(base, ("ops", "s3cret-pw"))
+            time.sleep(1)
+        assert {"agent-2", "tts-3"} <= expected <= seen, seen
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         output, _ = proc.communicate(timeout=60)
