@@ -134,14 +134,16 @@ def up(
     beat: Annotated[bool, typer.Option(help="Run beat (monitors, deadline sweeper).")] = True,
     processes: Annotated[str | None, typer.Option(
         help="Worker processes per queue, e.g. 'tts=3,agent=2' (default: "
-             f"{','.join(f'{q}={n}' for q, n in DEFAULT_PROCESSES.items())}; others one).")
+             f"{','.join(f'{q}={n}' for q, n in DEFAULT_PROCESSES.items())} with cloud "
+             "providers; one for an offline model and for the other queues).")
     ] = None,
 ) -> None:
     """Run everything one machine needs: workers per queue, beat and Flower. Ctrl-C stops all."""
-    from voxqueue.supervisor import Supervisor, parse_processes
+    from voxqueue.supervisor import Supervisor, default_processes, parse_processes
 
     try:
-        counts = DEFAULT_PROCESSES if processes is None else parse_processes(processes)
+        counts = (default_processes(get_settings()) if processes is None
+                  else parse_processes(processes))
     except ValueError as exc:
         err.print(f"[red]--processes: {exc}[/]")
         raise typer.Exit(2) from exc

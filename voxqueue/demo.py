@@ -22,18 +22,6 @@ def sample_path() -> Path:
     return Path(str(resources.files("voxqueue") / "samples" / SAMPLE))
 
 
-def providers_in_use(settings: Settings) -> dict[str, str]:
-    """Which provider each stage will pick, as ``auto`` resolves it."""
-    stt = settings.stt if settings.stt != "auto" else (
-        "openai" if settings.openai_api_key else "pocketsphinx (offline)")
-    llm = settings.llm if settings.llm != "auto" else (
-        "openai" if settings.openai_api_key or settings.openai_base_url
-        else "local intents (offline)")
-    tts = settings.tts if settings.tts != "auto" else (
-        "elevenlabs" if settings.elevenlabs_api_key else "piper (offline)")
-    return {"stt": stt, "llm": llm, "tts": tts}
-
-
 def record_question(console: Console, max_s: float = 15.0) -> bytes:
     """One question from the microphone: from the first speech to a trailing silence.
 
@@ -71,7 +59,7 @@ def run_demo(settings: Settings, wav: Path | bytes | None, audio_out: Path, cons
             _url, embedded = sup.ensure_redis()
             console.print(("[yellow]No Redis answered: started an embedded one[/] "
                            if embedded else "Redis: ") + sup.describe_redis())
-            for stage, name in providers_in_use(sup.settings).items():
+            for stage, name in sup.settings.providers_in_use().items():
                 console.print(f"  {stage}: {name}")
             status.update("Starting a worker per queue and loading models…")
             started = time.time()

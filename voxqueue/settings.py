@@ -184,6 +184,17 @@ class Settings(BaseSettings):
     def tool_module_names(self) -> list[str]:
         return [name.strip() for name in self.tool_modules.split(",") if name.strip()]
 
+    def providers_in_use(self) -> dict[str, str]:
+        """Which provider each stage will pick, as ``auto`` resolves it."""
+        stt = self.stt if self.stt != "auto" else (
+            "openai" if self.openai_api_key else "pocketsphinx (offline)")
+        llm = self.llm if self.llm != "auto" else (
+            "openai" if self.openai_api_key or self.openai_base_url
+            else "local intents (offline)")
+        tts = self.tts if self.tts != "auto" else (
+            "elevenlabs" if self.elevenlabs_api_key else "piper (offline)")
+        return {"stt": stt, "llm": llm, "tts": tts}
+
     def require_openai_key(self, what: str) -> str:
         if self.openai_api_key is None or not self.openai_api_key.get_secret_value():
             raise MissingKeyError("OPENAI_API_KEY", what)

@@ -44,6 +44,15 @@ DEFAULT_PROCESSES: dict[str, int] = {"agent": 2, "tts": 3}
 BEAT_SCHEDULER = "workers.monitor.beat_scheduler:ResilientScheduler"
 
 
+def default_processes(settings: Settings) -> dict[str, int]:
+    """``DEFAULT_PROCESSES`` where the queue's provider streams from the cloud; one process
+    where it runs an offline model (CPU-bound: more processes would each load the model and
+    share the same cores; the local intents need no more either)."""
+    used = settings.providers_in_use()
+    offline = {"agent": used["llm"].startswith("local"), "tts": used["tts"].startswith("piper")}
+    return {q: n for q, n in DEFAULT_PROCESSES.items() if not offline.get(q, False)}
+
+
 def worker_names(queue: str, processes: int) -> list[str]:
     """The worker names of a queue's processes: ``tts``, ``tts-2``, ``tts-3``…"""
     return [queue if i == 1 else f"{queue}-{i}" for i in range(1, processes + 1)]

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import ROOT, SPEECH, System, free_port, system_env
 from voxqueue.settings import QUEUES
-from voxqueue.supervisor import DEFAULT_PROCESSES, worker_names
+from voxqueue.supervisor import worker_names
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -157,7 +157,8 @@ def test_up_starts_embedded_redis_workers_beat_and_flower_behind_auth(tmp_path):
     env = system_env(f"redis://127.0.0.1:{dead_port}/0", None,
                      VOXQUEUE_FLOWER_PORT=str(flower_port), VOXQUEUE_FLOWER_USER="ops",
                      VOXQUEUE_FLOWER_PASSWORD="s3cret-pw")
-    proc = subprocess.Popen([*VOXQUEUE, "up"], env=env, cwd=ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([*VOXQUEUE, "up", "--processes", "tts=3,agent=2"], env=env,
+                            cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
         base = f"http://127.0.0.1:{flower_port}"
@@ -172,7 +173,8 @@ def test_up_starts_embedded_redis_workers_beat_and_flower_behind_auth(tmp_path):
         assert _get(f"{base}/api/workers") == 401
         assert _get(f"{base}/", ("ops", "wrong")) == 401
         # Every queue's worker processes: two for agent, three for tts, one for the others.
-        expected = {name for q in QUEUES for name in worker_names(q, DEFAULT_PROCESSES.get(q, 1))}
+        counts = {"tts": 3, "agent": 2}
+        expected = {name for q in QUEUES for name in worker_names(q, counts.get(q, 1))}
         seen: set[str] = set()
         while time.time() < deadline + 60 and not expected <= seen:
             seen = _flower_workers(base, ("ops", "s3cret-pw"))

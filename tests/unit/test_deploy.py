@@ -46,6 +46,7 @@ def test_compose_offline_override_uses_processes_for_models():
     for queue in ("stt", "tts"):
         command = override[f"worker-{queue}"]["command"]
         assert flag(command, "-Q") == queue and flag(command, "-P") == "prefork"
+    assert override["worker-tts"]["deploy"]["replicas"] == 1
 
 
 def test_compose_redis_flower_and_beat():

@@ -4,7 +4,13 @@ import pytest
 from typer.testing import CliRunner
 
 from voxqueue.cli import app
-from voxqueue.supervisor import DEFAULT_PROCESSES, parse_processes, worker_names
+from voxqueue.settings import Settings
+from voxqueue.supervisor import (
+    DEFAULT_PROCESSES,
+    default_processes,
+    parse_processes,
+    worker_names,
+)
 
 
 def test_a_queues_processes_have_distinct_worker_names():
@@ -31,3 +37,13 @@ def test_up_refuses_a_bad_processes_spec_before_starting_anything():
 
 def test_the_queues_that_hold_streams_get_more_than_one_process():
     assert DEFAULT_PROCESSES["tts"] > 1 and DEFAULT_PROCESSES["agent"] > 1
+
+
+def test_cloud_providers_get_the_default_processes_offline_models_one():
+    cloud = Settings(_env_file=None, openai_api_key="sk-x", elevenlabs_api_key="el-x")
+    assert default_processes(cloud) == DEFAULT_PROCESSES
+    offline = Settings(_env_file=None, openai_api_key=None, elevenlabs_api_key=None,
+                       openai_base_url=None)
+    assert default_processes(offline) == {}  # Piper and the local intents: one each
+    mixed = Settings(_env_file=None, openai_api_key="sk-x", elevenlabs_api_key="el-x", tts="piper")
+    assert default_processes(mixed) == {"agent": DEFAULT_PROCESSES["agent"]}
