@@ -3,9 +3,9 @@
     .venv/bin/python -m bench.latency            # the whole table (a few minutes)
     .venv/bin/python -m bench.latency --quick    # fewer turns per row
 
-Everything runs for real: a private Redis, a worker process per queue (the pools the README
-recommends), and the fake OpenAI/ElevenLabs server in a process of its own with the latency
-profile below. Each row compares designs measured side by side in this one run.
+Everything runs for real: a private Redis, the worker processes and pools ``voxqueue up`` runs
+with cloud providers (``DEFAULT_PROCESSES``, ``DEFAULT_POOLS``), and the fake OpenAI/ElevenLabs
+server in a process of its own with the latency profile below. Each row compares designs measured side by side in this one run.
 """
 
 from __future__ import annotations
