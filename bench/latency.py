@@ -5,7 +5,8 @@
 
 Everything runs for real: a private Redis, the worker processes and pools ``voxqueue up`` runs
 with cloud providers (``DEFAULT_PROCESSES``, ``DEFAULT_POOLS``), and the fake OpenAI/ElevenLabs
-server in a process of its own with the latency profile below. Each row compares designs measured side by side in this one run.
+server in a process of its own with the latency profile below. Each row compares designs
+measured side by side in this one run.
 """
 
 from __future__ import annotations
