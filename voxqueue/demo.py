@@ -17,6 +17,11 @@ from voxqueue.supervisor import Supervisor
 SAMPLE = "what_is_twelve_times_thirteen.wav"
 
 
+#: How the demo names the offline providers.
+OFFLINE_LABELS = {"pocketsphinx": "pocketsphinx (offline)", "local": "local intents (offline)",
+                  "piper": "piper (offline)"}
+
+
 def sample_path() -> Path:
     """The spoken question shipped with the package."""
     return Path(str(resources.files("voxqueue") / "samples" / SAMPLE))
@@ -60,7 +65,7 @@ def run_demo(settings: Settings, wav: Path | bytes | None, audio_out: Path, cons
             console.print(("[yellow]No Redis answered: started an embedded one[/] "
                            if embedded else "Redis: ") + sup.describe_redis())
             for stage, name in sup.settings.providers_in_use().items():
-                console.print(f"  {stage}: {name}")
+                console.print(f"  {stage}: {OFFLINE_LABELS.get(name, name)}")
             status.update("Starting a worker per queue and loading models…")
             started = time.time()
             sup.start_workers(queues=QUEUES)

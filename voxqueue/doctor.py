@@ -117,13 +117,11 @@ def check_providers(settings: Settings) -> list[Check]:
     if settings.tts == "elevenlabs" and not settings.elevenlabs_api_key:
         out.append(Check("tts provider", False, "elevenlabs chosen without a key",
                          "set ELEVENLABS_API_KEY, or VOXQUEUE_TTS=auto"))
+    chosen = settings.providers_in_use()
     offline = {
-        "stt": (settings.stt == "pocketsphinx" or (settings.stt == "auto"
-                and not settings.openai_api_key), "pocketsphinx"),
-        "llm": (settings.llm == "local" or (settings.llm == "auto" and not (
-            settings.openai_api_key or settings.openai_base_url)), "hassil"),
-        "tts": (settings.tts == "piper" or (settings.tts == "auto"
-                and not settings.elevenlabs_api_key), "piper"),
+        "stt": (chosen["stt"] == "pocketsphinx", "pocketsphinx"),
+        "llm": (chosen["llm"] == "local", "hassil"),
+        "tts": (chosen["tts"] == "piper", "piper"),
     }
     for stage, (used, module) in offline.items():
         if used:

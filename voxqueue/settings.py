@@ -185,14 +185,14 @@ class Settings(BaseSettings):
         return [name.strip() for name in self.tool_modules.split(",") if name.strip()]
 
     def providers_in_use(self) -> dict[str, str]:
-        """Which provider each stage will pick, as ``auto`` resolves it."""
+        """The provider each stage uses (``stt``, ``llm``, ``tts``), as ``auto`` resolves it:
+        the cloud one with its key (or, for the LLM, a base URL), else the offline one."""
         stt = self.stt if self.stt != "auto" else (
-            "openai" if self.openai_api_key else "pocketsphinx (offline)")
+            "openai" if self.openai_api_key else "pocketsphinx")
         llm = self.llm if self.llm != "auto" else (
-            "openai" if self.openai_api_key or self.openai_base_url
-            else "local intents (offline)")
+            "openai" if self.openai_api_key or self.openai_base_url else "local")
         tts = self.tts if self.tts != "auto" else (
-            "elevenlabs" if self.elevenlabs_api_key else "piper (offline)")
+            "elevenlabs" if self.elevenlabs_api_key else "piper")
         return {"stt": stt, "llm": llm, "tts": tts}
 
     def require_openai_key(self, what: str) -> str:

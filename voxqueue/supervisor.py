@@ -49,7 +49,7 @@ def default_processes(settings: Settings) -> dict[str, int]:
     where it runs an offline model (CPU-bound: more processes would each load the model and
     share the same cores; the local intents need no more either)."""
     used = settings.providers_in_use()
-    offline = {"agent": used["llm"].startswith("local"), "tts": used["tts"].startswith("piper")}
+    offline = {"agent": used["llm"] == "local", "tts": used["tts"] == "piper"}
     return {q: n for q, n in DEFAULT_PROCESSES.items() if not offline.get(q, False)}
 
 
@@ -62,11 +62,11 @@ def parse_processes(spec: str) -> dict[str, int]:
     """``"tts=3,agent=2"`` → ``{"tts": 3, "agent": 2}``; a clear error for anything else."""
     counts: dict[str, int] = {}
     for part in filter(None, (p.strip() for p in spec.split(","))):
-        queue, sep, n = part.partition("=")
-        if not sep or queue.strip() not in QUEUES or not n.strip().isdigit() or int(n) < 1:
+        queue, sep, n = (p.strip() for p in part.partition("="))
+        if not sep or queue not in QUEUES or not n.isdigit() or int(n) < 1:
             raise ValueError(f"expected QUEUE=N (N ≥ 1, a queue of {', '.join(QUEUES)}), "
                              f"got {part!r}")
-        counts[queue.strip()] = int(n)
+        counts[queue] = int(n)
     return counts
 
 

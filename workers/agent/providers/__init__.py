@@ -45,9 +45,7 @@ class ChatModel(Protocol):
 
 def select_chat_model(settings: Settings, tools: ToolRegistry) -> ChatModel:
     """The provider named by ``VOXQUEUE_LLM`` (``auto``: OpenAI with a key, else local intents)."""
-    choice = settings.llm
-    if choice == "auto":
-        choice = "openai" if settings.openai_api_key or settings.openai_base_url else "local"
+    choice = settings.providers_in_use()["llm"]
     if choice == "openai":
         from workers.agent.providers.openai_chat import OpenAIChat
 

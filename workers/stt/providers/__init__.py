@@ -24,9 +24,7 @@ class Transcriber(Protocol):
 
 def select_transcriber(settings: Settings) -> Transcriber:
     """The provider named by ``VOXQUEUE_STT`` (``auto``: OpenAI with a key, else offline)."""
-    choice = settings.stt
-    if choice == "auto":
-        choice = "openai" if settings.openai_api_key else "pocketsphinx"
+    choice = settings.providers_in_use()["stt"]
     if choice == "openai":
         from workers.stt.providers.openai_stt import OpenAITranscriber
 

@@ -21,9 +21,7 @@ class Synthesizer(Protocol):
 
 def select_synthesizer(settings: Settings) -> Synthesizer:
     """The provider named by ``VOXQUEUE_TTS`` (``auto``: ElevenLabs with a key, else Piper)."""
-    choice = settings.tts
-    if choice == "auto":
-        choice = "elevenlabs" if settings.elevenlabs_api_key else "piper"
+    choice = settings.providers_in_use()["tts"]
     if choice == "elevenlabs":
         from workers.tts.providers.elevenlabs_tts import ElevenLabsSynthesizer
 
