@@ -77,13 +77,18 @@ def _send_and_wait(sender: Celery, r: redis.Redis, n: int, timeout: float) -> No
         time.sleep(0.02)  # one task at a time, like a turn's hops
 
 
-if __name__ == "__main__":
+def measure_on_own_redis(n: int = 200) -> list[float]:
+    """``measure`` on a private Redis started for it."""
     from tests.conftest import RedisServer
 
     server = RedisServer()
     server.start()
     try:
-        hops = measure(server.url)
-        print(f"bare Celery hop p50 {statistics.median(hops):.2f} ms over {len(hops)}")
+        return measure(server.url, n)
     finally:
         server.stop()
+
+
+if __name__ == "__main__":
+    hops = measure_on_own_redis()
+    print(f"bare Celery hop p50 {statistics.median(hops):.2f} ms over {len(hops)}")

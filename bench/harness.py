@@ -72,9 +72,8 @@ def bench_system(profile: Mapping[str, float] | None = None,
                              log_dir=Path(tempfile.mkdtemp(prefix="vq-bench-")))
             try:
                 sup.start_workers(pools=pools, queues=queues, processes=processes)
-                names = [p.name.removeprefix("worker-") for p in sup.procs]
-                sup.wait_for_workers(queues, timeout=120, names=names)
                 pids = {p.name.removeprefix("worker-"): p.popen.pid for p in sup.procs}
+                sup.wait_for_workers(queues, timeout=120, names=list(pids))
                 pids["redis"] = redis_server.proc.pid if redis_server.proc else 0
                 if separate_fake:
                     pids["fake providers"] = fake.pid

@@ -20,7 +20,7 @@ from typing import Any
 
 from bench import celery_floor
 from bench.harness import BenchSystem, bench_system, cpu_seconds, percentile, turn_breakdown
-from tests.conftest import ROOT, RedisServer
+from tests.conftest import ROOT
 from tests.fakes.provider_server import _words as reply_tokens
 from voxqueue.client import Turn
 from voxqueue.settings import Settings
@@ -132,7 +132,7 @@ def tools_phase(parallel: bool, turns: int) -> list[float]:
 def load(levels: list[int], per_level: int
          ) -> tuple[list[dict[str, Any]], list[float], dict[str, float]]:
     """Rows per concurrency level, the hops at one turn at a time, and CPU ms per turn by
-    process at 50 concurrent turns (the cores are saturated there)."""
+    process at 50 concurrent turns."""
     rows = []
     hops: list[float] = []
     cpu: dict[str, float] = {}
@@ -157,16 +157,6 @@ def load(levels: list[int], per_level: int
     return rows, hops, cpu
 
 
-def bare_celery_hops(n: int) -> list[float]:
-    """The floor: a bare Celery task's hop with the same settings, on a Redis of its own."""
-    server = RedisServer()
-    server.start()
-    try:
-        return celery_floor.measure(server.url, n)
-    finally:
-        server.stop()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer turns per row")
@@ -179,7 +169,7 @@ def main() -> None:
     parallel = tools_phase(True, 3 if args.quick else 5)
     serial = tools_phase(False, 3 if args.quick else 5)
     rows, hops, cpu = load(levels, 10 if args.quick else 20)
-    floor = bare_celery_hops(50 if args.quick else 200)
+    floor = celery_floor.measure_on_own_redis(50 if args.quick else 200)
     print()
     print("| measure | value |")
     print("|---|---|")
