@@ -51,8 +51,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "socket_keepalive": True,
         "health_check_interval": 25,
         "retry_on_timeout": True,
-        "unacked_restore_interval": 5,
+        # The lease (workers/runtime/lease.py): every worker sweeps the unacked index each
+        # second, and a sweeper that dies holding kombu's restore lock frees it in 5 s (the
+        # default, 300 s, would stop every takeover for five minutes).
+        "unacked_restore_interval": 1,
         "unacked_restore_throttle": 1,
+        "unacked_mutex_expire": 5,
     }
     exchange = Exchange("voxqueue", type="direct")
     return {
@@ -74,7 +78,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": True,
         "worker_prefetch_multiplier": 1,
-        "worker_deduplicate_successful_tasks": True,
+        # Off: a redelivered chord member that had stored its result must still report to the
+        # chord (Celery's count is idempotent per member); every stage skips work already done.
+        "worker_deduplicate_successful_tasks": False,
         # Running stages finish their turn after a broker blip (their Redis calls retry, and
         # every stage is idempotent), rather than being cancelled and waiting for redelivery.
         "worker_cancel_long_running_tasks_on_connection_loss": False,

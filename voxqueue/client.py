@@ -50,7 +50,8 @@ class Client:
         self.settings = settings or get_settings()
         self.keys = Keys(self.settings.key_prefix)
         self.redis = connect(self.settings)
-        self.store = TurnStore(self.redis, self.keys, self.settings.turn_ttl_s)
+        self.store = TurnStore(self.redis, self.keys, self.settings.turn_ttl_s,
+                               self.settings.session_ttl_s)
         self._celery = Celery("voxqueue-client", set_as_current=False)
         self._celery.conf.update(celery_config(self.settings))
 
@@ -195,7 +196,7 @@ class Client:
             with turn_root(self.settings, job.turn_id, task) as headers:
                 self._celery.send_task(task, args=[job.model_dump(mode="json")],
                                        argsrepr=job.describe(), headers=headers,
-                                       ignore_result=True)
+                                       ignore_result=True, task_id=job.task_id())
         except (redis.RedisError, OperationalError) as exc:
             raise Unavailable(f"Redis at {redact(self.settings.redis_url)} is unreachable: "
                               f"{exc}") from exc
@@ -231,6 +232,7 @@ class Turn:
         give_up = min(self.spec.deadline + DEADLINE_GRACE_S,
                       time.time() + timeout if timeout is not None else float("inf"))
         redis_error: str | None = None
+        ended_by_us = False
         while not self._done:
             wait_ms = int(max(0.05, min(1.0, give_up - time.time())) * 1000)
             try:
@@ -249,9 +251,15 @@ class Turn:
             if not self._done and time.time() >= give_up:
                 if timeout is not None and give_up < self.spec.deadline + DEADLINE_GRACE_S:
                     raise TimeoutError(f"turn {self.turn_id} still running after {timeout} s")
-                if redis_error is None:
+                if redis_error is None and not ended_by_us:
+                    # Ends it, or finds it ended: either way its run-end is on the stream now.
                     store.finish(self.spec, "timeout", (
                         ErrorCode.TIMEOUT, "no reply before the turn's deadline"))
+                    ended_by_us = True
+                    continue
+                if redis_error is None:  # ended, yet no run-end to read (the stream expired)
+                    yield from self._end_locally(ErrorCode.TIMEOUT,
+                                                 "the turn ended but its events are gone")
                     continue
                 yield from self._end_locally(ErrorCode.REDIS_UNAVAILABLE,
                                              f"Redis is unreachable ({redis_error})")
@@ -273,22 +281,23 @@ class Turn:
 
         Sentences are synthesized in parallel and may finish out of order: a later sentence's
         chunks wait until every earlier sentence has ended. When a sentence is synthesized again
-        (its task was redelivered), the chunks already played are skipped, so nothing is heard
-        twice.
+        (its task was redelivered), playback goes on from the byte offset already played, so
+        nothing is heard twice and nothing is skipped.
         """
         next_seq = 0
-        played: dict[int, int] = {}  # seq -> chunks played
-        pending: dict[int, dict[int, bytes]] = {}  # seq -> idx -> pcm, not yet playable
+        played: dict[int, int] = {}  # seq -> bytes played
+        pending: dict[int, list[tuple[int, bytes]]] = {}  # seq -> (offset, pcm), in arrival order
         ended: set[int] = set()
+        sent: dict[tuple[int, int], int] = {}  # (seq, attempt) -> bytes seen (old workers)
 
         def drain() -> Iterator[bytes]:
             nonlocal next_seq
             while True:
-                chunks = pending.pop(next_seq, {})
-                for idx in sorted(chunks):
-                    if idx >= played.get(next_seq, 0):
-                        played[next_seq] = idx + 1
-                        yield chunks[idx]
+                for offset, pcm in pending.pop(next_seq, []):
+                    done = played.get(next_seq, 0)
+                    if offset + len(pcm) > done:
+                        played[next_seq] = offset + len(pcm)
+                        yield pcm[max(0, done - offset):]
                 if next_seq not in ended:
                     return
                 next_seq += 1
@@ -296,8 +305,12 @@ class Turn:
         for entry in self.events(timeout=timeout):
             ev, data = entry.event, entry.event.data
             if ev.type == "tts-chunk" and entry.pcm is not None:
-                pending.setdefault(int(data.get("seq", 0)), {})[int(data.get("idx", 0))] = \
-                    entry.pcm
+                seq, attempt = int(data.get("seq", 0)), int(data.get("attempt", 1))
+                offset = data.get("offset")
+                if offset is None:
+                    offset = sent.get((seq, attempt), 0)
+                sent[(seq, attempt)] = int(offset) + len(entry.pcm)
+                pending.setdefault(seq, []).append((int(offset), entry.pcm))
             elif ev.type == "tts-end":
                 ended.add(int(data.get("seq", 0)))
             elif ev.type == "run-end":

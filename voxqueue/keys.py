@@ -42,8 +42,21 @@ class Keys:
         return f"{self.prefix}:turn:{turn_id}:tts-done"
 
     def deliveries(self, task_id: str) -> str:
-        """Counter: how many times a task was delivered (bounds redelivery)."""
+        """Counter: how many times a job was delivered (bounds redelivery). Its value is the
+        newest attempt, the fence: only that attempt may write (:mod:`voxqueue.effects`)."""
         return f"{self.prefix}:deliveries:{task_id}"
+
+    def job_done(self, task_id: str) -> str:
+        """String: the job finished; a copy delivered later is skipped."""
+        return f"{self.prefix}:done:{task_id}"
+
+    def crash_plan(self, session_id: str) -> str:
+        """String (tests only): the crash point armed for this session's turns."""
+        return f"{self.prefix}:crash-plan:{session_id}"
+
+    def crash_fired(self, turn_id: str) -> str:
+        """String (tests only): where and when a crash point killed a process for this turn."""
+        return f"{self.prefix}:crash-fired:{turn_id}"
 
     def ended_turns(self) -> str:
         """Stream: one entry per ended turn (turn_id, status), read by the metrics exporter."""

@@ -89,7 +89,7 @@ class Exporter:
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
         self.redis = connect(settings)
-        self.store = TurnStore(self.redis, self.keys, settings.turn_ttl_s)
+        self.store = TurnStore(self.redis, self.keys, settings.turn_ttl_s, settings.session_ttl_s)
         self.metrics = TurnMetrics()
         self._stop = threading.Event()
         self._celery: Any = None  # built on the first sample, reused after

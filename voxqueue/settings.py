@@ -37,10 +37,14 @@ class Settings(BaseSettings):
     redis_url: str = "redis://127.0.0.1:6379/0"
     """Broker, result backend and shared state; auth and TLS go in the URL (``rediss://``)."""
     key_prefix: str = "vq"
-    visibility_timeout: int = 900
-    """Seconds before an unacknowledged task is handed out again: above the longest task."""
+    visibility_timeout: int = 6
+    """The lease, in seconds: a worker renews the tasks it holds every quarter of it, and a dead
+    worker's tasks run again on another one after at most this (plus a 1 s sweep). Every
+    worker and client must use the same value: the shortest one seen anywhere wins."""
     max_deliveries: int = 3
     """A task delivered this many times without finishing ends its turn with an error."""
+    crash_at: str = ""
+    """Tests only: crash points that SIGKILL the process (``workers/runtime/crash.py``)."""
 
     # -- turns ------------------------------------------------------------------------------
     turn_deadline_s: float = 60.0

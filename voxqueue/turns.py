@@ -15,13 +15,22 @@ from typing import Any
 import redis
 
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
+from voxqueue.effects import Fence, Fenced, Once
 from voxqueue.keys import Keys
 
-# Append an event unless the turn has ended (run-end is always its last event).
-# KEYS: the events stream, the ended flag. ARGV: field/value pairs.
+#: Entries a turn's stream keeps at most (a bound, far above a real turn's few hundred).
+STREAM_MAXLEN = 20_000
+#: Sessions the index keeps at most (the least recently used are dropped from the index).
+SESSION_INDEX_MAX = 100_000
+
+# Append an event unless the turn has ended (run-end is always its last event), and only for
+# the newest attempt of the writing job when a fence is given.
+# KEYS: the events stream, the ended flag, the fence ("" for none).
+# ARGV: the fence's attempt, the stream's cap, then field/value pairs.
 _EMIT = """
 if redis.call('exists', KEYS[2]) == 1 then return false end
-return redis.call('xadd', KEYS[1], '*', unpack(ARGV))
+if KEYS[3] ~= '' and redis.call('get', KEYS[3]) ~= ARGV[1] then return -1 end
+return redis.call('xadd', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
 """
 
 # Delete the session lock only when the given turn still holds it.
@@ -47,10 +56,12 @@ class StreamEntry:
 class TurnStore:
     """Reads and writes turns in Redis. ``r`` must not decode responses (audio is binary)."""
 
-    def __init__(self, r: redis.Redis, keys: Keys, ttl_s: int) -> None:
+    def __init__(self, r: redis.Redis, keys: Keys, ttl_s: int,
+                 session_ttl_s: int = 7 * 24 * 3600) -> None:
         self.r = r
         self.keys = keys
         self.ttl_s = ttl_s
+        self.session_ttl_s = session_ttl_s
         self._release_lock = r.register_script(_RELEASE_LOCK)
         self._emit = r.register_script(_EMIT)
 
@@ -73,7 +84,12 @@ class TurnStore:
         pipe.zadd(k.active_turns(), {spec.turn_id: spec.deadline})
         pipe.xadd(k.events(spec.turn_id), {"e": start.model_dump_json()})
         pipe.expire(k.events(spec.turn_id), self.ttl_s)
+        # The session index is bounded: idle sessions age out, and it never holds more than
+        # SESSION_INDEX_MAX (their histories expire on their own TTL).
         pipe.zadd(k.sessions(), {spec.session_id: spec.created_at})
+        pipe.zremrangebyscore(k.sessions(), "-inf", spec.created_at - self.session_ttl_s)
+        pipe.zremrangebyrank(k.sessions(), 0, -SESSION_INDEX_MAX - 1)
+        pipe.expire(k.sessions(), self.session_ttl_s)
         pipe.execute()
 
     def spec(self, turn_id: str) -> TurnSpec:
@@ -107,21 +123,32 @@ class TurnStore:
 
     # -- writing -----------------------------------------------------------------------------
     def emit(self, turn_id: str, type: EventType, data: Mapping[str, Any] | None = None,
-             pcm: bytes | None = None) -> TurnEvent:
+             pcm: bytes | None = None, fence: Fence | None = None) -> TurnEvent:
         """Append one event, unless the turn has already ended: one round trip (a script).
 
-        The stream's expiry was set when the turn began.
+        With a ``fence``, raises :class:`Fenced` (nothing written) when a newer attempt of the
+        writing job has taken over. The stream's expiry was set when the turn began.
         """
         event = TurnEvent(type=type, turn_id=turn_id, data=dict(data or {}))
-        args: list[str | bytes] = ["e", event.model_dump_json()]
+        args: list[str | bytes | int] = [fence.attempt if fence else 0, STREAM_MAXLEN,
+                                         "e", event.model_dump_json()]
         if pcm is not None:
             args += ["pcm", pcm]
-        self._emit(keys=[self.keys.events(turn_id), self.keys.ended(turn_id)], args=args)
+        keys = [self.keys.events(turn_id), self.keys.ended(turn_id), fence.key if fence else ""]
+        if self._emit(keys=keys, args=args) == -1:
+            raise Fenced(f"turn {turn_id}: a newer attempt owns this job")
         return event
 
-    def once(self, turn_id: str, name: str) -> bool:
-        """True the first time ``name`` is claimed for this turn, False on every later call."""
-        return bool(self.r.set(self.keys.marker(turn_id, name), b"1", nx=True, ex=self.ttl_s))
+    def once(self, turn_id: str, name: str, fence: Fence | None = None) -> Once:
+        """Writes that happen the first time ``name`` is claimed for this turn, atomically with
+        the claim: ``store.once(t, "final").call("RPUSH", key, item).run()`` is None when they
+        already happened."""
+        return Once(self.r, marker=self.keys.marker(turn_id, name), ttl_s=self.ttl_s,
+                    fence=fence)
+
+    def claim(self, turn_id: str, name: str, fence: Fence | None = None) -> bool:
+        """True the first time ``name`` is claimed for this turn (a claim with no writes)."""
+        return self.once(turn_id, name, fence).run() is not None
 
     # -- cancellation, deadline, end -----------------------------------------------------------
     def cancel(self, turn_id: str, reason: str = "cancelled by the caller") -> None:
@@ -140,29 +167,30 @@ class TurnStore:
         Returns False when the turn had already ended (nothing is written then).
         """
         k = self.keys
-        if not self.r.set(k.ended(spec.turn_id), status.encode(), nx=True, ex=self.ttl_s):
-            return False
+        events = k.events(spec.turn_id)
         now = time.time()
-        pipe = self.r.pipeline(transaction=False)
+        # The end flag, the events and the bookkeeping in one script: a crash cannot leave a
+        # turn ended without its run-end, nor a run-end without the session freed.
+        once = Once(self.r, marker=k.ended(spec.turn_id), ttl_s=self.ttl_s,
+                    marker_value=status.encode())
         if error is not None:
             code, message = error
             ev = TurnEvent(type="error", turn_id=spec.turn_id, ts=now,
                            data={"code": str(code), "message": message})
-            pipe.xadd(k.events(spec.turn_id), {"e": ev.model_dump_json()})
+            once.call("XADD", events, "*", "e", ev.model_dump_json())
         end = TurnEvent(type="run-end", turn_id=spec.turn_id, ts=now, data={
             "status": status, "ms": round((now - spec.created_at) * 1000, 1), **(data or {})})
-        pipe.xadd(k.events(spec.turn_id), {"e": end.model_dump_json()})
-        pipe.expire(k.events(spec.turn_id), self.ttl_s)
-        pipe.zrem(k.active_turns(), spec.turn_id)
-        pipe.xadd(k.ended_turns(), {"turn_id": spec.turn_id, "status": status},
-                  maxlen=10_000, approximate=True)
-        pipe.lpush(k.recent_turn_ms(), end.data["ms"])
-        pipe.ltrim(k.recent_turn_ms(), 0, 99)
+        once.call("XADD", events, "*", "e", end.model_dump_json())
+        once.call("EXPIRE", events, self.ttl_s)
+        once.call("ZREM", k.active_turns(), spec.turn_id)
+        once.call("XADD", k.ended_turns(), "MAXLEN", "~", 10_000, "*",
+                  "turn_id", spec.turn_id, "status", status)
+        once.call("LPUSH", k.recent_turn_ms(), end.data["ms"])
+        once.call("LTRIM", k.recent_turn_ms(), 0, 99)
         if spec.audio_key:
-            pipe.delete(spec.audio_key)
-        pipe.execute()
-        self.release_session(spec.session_id, spec.turn_id)
-        return True
+            once.call("DEL", spec.audio_key)
+        once.call("DELIFEQ", k.session_lock(spec.session_id), spec.turn_id)
+        return once.run() is not None
 
     def release_session(self, session_id: str, turn_id: str) -> None:
         """Free the session for its next turn, if this turn holds it."""

@@ -22,9 +22,17 @@ class _Job(BaseModel):
         """A short, secret-free summary for dashboards (Flower shows it as the arguments)."""
         return f"turn={self.turn_id[:12]}"
 
+    def task_id(self) -> str:
+        """The Celery task id: the same for every copy of this job, so a job sent twice (by a
+        stage that died after sending) is one job, counted and fenced as one."""
+        raise NotImplementedError
+
 
 class SttJob(_Job):
     """Transcribe the turn's audio (found through the turn's claim check)."""
+
+    def task_id(self) -> str:
+        return f"{self.turn_id}.stt"
 
 
 class AgentStep(_Job):
@@ -34,6 +42,9 @@ class AgentStep(_Job):
 
     def describe(self) -> str:
         return f"{super().describe()} step={self.step}"
+
+    def task_id(self) -> str:
+        return f"{self.turn_id}.agent.{self.step}"
 
 
 class ToolCallJob(_Job):
@@ -49,6 +60,9 @@ class ToolCallJob(_Job):
 
     def describe(self) -> str:
         return f"{super().describe()} step={self.step} tool={self.name[:40]}"
+
+    def task_id(self) -> str:
+        return f"{self.turn_id}.tool.{self.step}.{self.call_id}"
 
 
 class ToolOutcome(BaseModel):
@@ -78,3 +92,6 @@ class TtsJob(_Job):
 
     def describe(self) -> str:
         return f"{super().describe()} seq={self.seq} chars={len(self.text)}"
+
+    def task_id(self) -> str:
+        return f"{self.turn_id}.tts.{self.seq}"

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 
 import redis
 
+from voxqueue.effects import Once
 from voxqueue.keys import Keys
 from workers.agent.messages import Message
 
@@ -24,13 +25,15 @@ class History:
         self.extend(messages)
 
     def extend(self, messages: Iterable[Message]) -> None:
+        self.extend_in(Once(self.r), messages).run()
+
+    def extend_in(self, once: Once, messages: Iterable[Message]) -> Once:
+        """Add the append to ``once``: the messages go in together with its other writes, or
+        not at all."""
         items = [json.dumps(m, ensure_ascii=False) for m in messages]
-        if not items:
-            return
-        pipe = self.r.pipeline(transaction=True)
-        pipe.rpush(self.key, *items)
-        pipe.expire(self.key, self.ttl_s)
-        pipe.execute()
+        if items:
+            once.call("RPUSH", self.key, *items).call("EXPIRE", self.key, self.ttl_s)
+        return once
 
     def replace(self, messages: Iterable[Message], *, expect_len: int | None = None) -> bool:
         """Swap the whole history atomically; False (nothing written) when ``expect_len`` is

@@ -1,5 +1,11 @@
 """One step of the agent loop: call the model with the whole history, then either fan the tool
-calls out as a chord (whose callback is the next step) or speak the final reply."""
+calls out as a chord (whose callback is the next step) or speak the final reply.
+
+Every write of a step happens once, atomically (``Stage.once``), and every send is idempotent
+(the job's own task id), so a step delivered again after its worker died finishes what the
+first attempt began and repeats nothing: not the model call once its answer is stored, not a
+history message, not a sentence, not a tool.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +13,20 @@ import json
 import time
 from typing import Any
 
-from celery import chord
+from celery import chord, group
 
-from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TOOLS_RUN
-from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
+from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, TOOLS_RUN
+from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob, TurnEvent
 from voxqueue.settings import MissingKeyError
 from voxqueue.tracing import span
 from workers.agent import messages as msg
 from workers.agent.context import prepare_context
 from workers.agent.history import History
-from workers.agent.providers import Answer, ToolCallRequest
+from workers.agent.providers import Answer, StreamStopped, ToolCallRequest
 from workers.agent.speech import Speaker
+from workers.runtime import completion
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage
-from workers.tts import progress
 
 #: How long a turn waiting for its session's previous turn waits between tries, in seconds.
 SESSION_BUSY_RETRY_S = 0.2
@@ -35,7 +41,7 @@ def acquire_session(stage: Stage, job: AgentStep) -> bool:
     """Take the session for this turn, or re-queue the first step to try again shortly.
 
     Two turns of one session never interleave: the lock is held from the first step until the
-    reply is in the history (or the turn ends).
+    reply is in the history (or the turn ends). A wait does not count as a delivery.
     """
     rt, spec = stage.rt, stage.spec
     key = rt.keys.session_lock(spec.session_id)
@@ -45,19 +51,18 @@ def acquire_session(stage: Stage, job: AgentStep) -> bool:
     holder: Any = rt.redis.get(key)
     if holder is not None and holder.decode() == spec.turn_id:
         return True
-    from voxqueue.tracing import inject
-    from workers.app import app
-
-    app.send_task(AGENT_STEP, args=[job.model_dump(mode="json")], argsrepr=job.describe(),
-                  countdown=SESSION_BUSY_RETRY_S, headers=inject(), ignore_result=True)
+    rt.redis.decr(rt.keys.deliveries(stage.task_id))
+    stage.send(job, countdown=SESSION_BUSY_RETRY_S)
     return False
 
 
 def start_turn(stage: Stage) -> None:
-    """Put the turn's opening messages in the history, once: pending alerts, then the user."""
+    """Put the turn's opening messages in the history, once: pending alerts, then the user.
+
+    The alerts are taken from their lists in the same script that appends them, so an alert is
+    never lost between the two, nor injected twice.
+    """
     rt, spec = stage.rt, stage.spec
-    if not rt.store.once(spec.turn_id, "opened"):
-        return
     history = history_of(stage)
     opening: list[msg.Message] = []
     if len(history) == 0:
@@ -65,28 +70,33 @@ def start_turn(stage: Stage) -> None:
     alert_keys = [rt.keys.alerts(spec.session_id)]
     if spec.device:
         alert_keys.append(rt.keys.device_alerts(spec.device))
-    pipe = rt.redis.pipeline(transaction=True)
+    pipe = rt.redis.pipeline(transaction=False)
     for alerts_key in alert_keys:
         pipe.lrange(alerts_key, 0, -1)
-        pipe.delete(alerts_key)
-    drained = pipe.execute()
-    pending = [raw for found in drained[::2] for raw in found]
-    for raw in pending:
-        opening.append(msg.system(f"Monitor alert: {raw.decode()}"))
-        stage.emit("alert", {"text": raw.decode()})
+    drained: list[list[bytes]] = pipe.execute()
+    alerts = [raw.decode() for found in drained for raw in found]
+    opening += [msg.system(f"Monitor alert: {text}") for text in alerts]
     if spec.input == "text":
         text = spec.text or ""
     else:
         said: Any = rt.redis.hget(rt.keys.turn(spec.turn_id), "transcript")
         text = said.decode() if said else ""
     opening.append(msg.user(text))
-    history.extend(opening)
-    stage.emit("agent-step", {"step": 0, "alerts": len(pending), "transcript": text})
+    once = stage.once_with_event(
+        "opened", "agent-step", {"step": 0, "alerts": len(alerts), "transcript": text})
+    for alerts_key, found in zip(alert_keys, drained, strict=True):
+        if found:
+            once.call("LTRIM", alerts_key, len(found), -1)
+    for alert in alerts:
+        event = TurnEvent(type="alert", turn_id=spec.turn_id, data={"text": alert})
+        once.call("XADD", rt.keys.events(spec.turn_id), "*", "e", event.model_dump_json())
+    history.extend_in(once, opening).run()
+    stage.crash_point("agent.after-open")
 
 
 def run_step(stage: Stage, job: AgentStep) -> None:
     """Call the model once and act on its answer."""
-    rt, spec, step = stage.rt, stage.spec, job.step
+    rt, step = stage.rt, job.step
     history = history_of(stage)
     stage.emit("agent-step", {"step": step, "queue_ms": stage.queue_ms(job)})
     answer = _answer(stage, step, history)
@@ -95,15 +105,14 @@ def run_step(stage: Stage, job: AgentStep) -> None:
     if answer.tool_calls and step >= rt.settings.max_steps:
         text = (f"Sorry, I couldn't finish that: I stopped after {rt.settings.max_steps} steps "
                 "without an answer.")
-        if rt.store.once(spec.turn_id, f"history-{step}"):
-            history.append(msg.assistant(text))
+        history.extend_in(stage.once(f"history-{step}"), [msg.assistant(text)]).run()
         _give_up(stage, ErrorCode.LLM_STEP_CAP,
                  f"the agent loop reached its cap of {rt.settings.max_steps} steps", say=text)
         return
     if answer.tool_calls:
-        if rt.store.once(spec.turn_id, f"history-{step}"):
-            history.append(msg.assistant_tool_calls(
-                [c.as_dict() for c in answer.tool_calls], answer.text or None))
+        history.extend_in(stage.once(f"history-{step}"), [msg.assistant_tool_calls(
+            [c.as_dict() for c in answer.tool_calls], answer.text or None)]).run()
+        stage.crash_point("agent.after-history")
         _dispatch_tools(stage, step, answer.tool_calls)
         return
     if not answer.text:
@@ -113,17 +122,14 @@ def run_step(stage: Stage, job: AgentStep) -> None:
 
 
 def _answer(stage: Stage, step: int, history: History) -> Answer | None:
-    """The model's answer for this step: stored once, so a redelivered step reuses it."""
+    """The model's answer for this step: stored once, so a redelivered step reuses it and
+    speaks the sentences it had cut, not a new cut of the whole text."""
     rt, spec = stage.rt, stage.spec
     turn_key = rt.keys.turn(spec.turn_id)
     field = f"answer:{step}"
     saved: Any = rt.redis.hget(turn_key, field)
     if saved is not None:
-        data = json.loads(saved)
-        answer = Answer(text=data["text"],
-                        tool_calls=[ToolCallRequest(**c) for c in data["calls"]])
-        Speaker(stage, step).finish(answer.text)  # re-sends only what was never sent
-        return answer
+        return _replay(stage, step, json.loads(saved))
     speaker = Speaker(stage, step)
     try:
         model = rt.chat_model
@@ -133,22 +139,35 @@ def _answer(stage: Stage, step: int, history: History) -> Answer | None:
         with span("llm.complete", step=step, provider=model.name):
             answer = model.complete(messages, rt.tools.schemas(), deadline=spec.deadline,
                                     on_text=speaker.on_text)
+    except StreamStopped:
+        return None
     except MissingKeyError as exc:
         _give_up(stage, ErrorCode.MISSING_KEY, str(exc))
         return None
     except ProviderError as exc:
         _give_up(stage, ErrorCode.LLM_FAILED, str(exc))
         return None
-    stage.emit("llm-end", {
+    if not (answer.tool_calls and step >= rt.settings.max_steps):
+        speaker.finish(answer.text)
+    record = {"text": answer.text, "calls": [c.as_dict() for c in answer.tool_calls],
+              "sentences": speaker.sentences}
+    stored = stage.once_with_event(field, "llm-end", {
         "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
         "ttfb_ms": answer.ttfb_ms, "text": answer.text, "usage": answer.usage,
         "finish_reason": answer.finish_reason,
-        "tool_calls": [c.as_dict() for c in answer.tool_calls]})
-    rt.redis.hsetnx(turn_key, field, json.dumps(
-        {"text": answer.text, "calls": [c.as_dict() for c in answer.tool_calls]}))
-    if not (answer.tool_calls and step >= rt.settings.max_steps):
-        speaker.finish(answer.text)
+        "tool_calls": [c.as_dict() for c in answer.tool_calls]},
+    ).call("HSET", turn_key, field, json.dumps(record)).run()
+    if stored is None:  # another delivery of this step stored its answer first: use that one
+        return _replay(stage, step, json.loads(rt.redis.hget(turn_key, field) or b"{}"))
+    stage.crash_point("agent.after-answer")
     return answer
+
+
+def _replay(stage: Stage, step: int, record: dict[str, Any]) -> Answer:
+    """A stored answer; its sentences are sent again only where no earlier attempt sent them."""
+    Speaker(stage, step).resend(record.get("sentences", []))
+    return Answer(text=record.get("text", ""),
+                  tool_calls=[ToolCallRequest(**c) for c in record.get("calls", [])])
 
 
 def _give_up(stage: Stage, code: ErrorCode, message: str, say: str | None = None) -> None:
@@ -158,34 +177,50 @@ def _give_up(stage: Stage, code: ErrorCode, message: str, say: str | None = None
 
 
 def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> None:
-    """Run the calls in parallel on the ``tools`` queue; the chord's callback is the next step."""
+    """Run the calls in parallel on the ``tools`` queue; the chord's callback is the next step.
+
+    Every id is the turn's own (group, calls, callback), so a chord dispatched again by a step
+    that died after dispatching it is the same chord: Celery counts each call once and sends
+    the callback once.
+    """
     from voxqueue.tracing import inject
     from workers.app import app
 
     spec = stage.spec
+    marker = stage.rt.keys.marker(spec.turn_id, f"sent:tools-{step}")
+    if stage.rt.redis.exists(marker):
+        return
     now = time.time()
     jobs = [ToolCallJob(turn_id=spec.turn_id, step=step, call_id=c.id, name=c.name,
                         arguments=c.arguments, session_id=spec.session_id, device=spec.device,
                         enqueued_at=now) for c in calls]
     headers = inject()  # the trace context: tools and the resume are children of this step
     header = [app.signature(TOOLS_RUN, args=[j.model_dump(mode="json")],
-                            options={"argsrepr": j.describe(), "headers": headers})
+                            options={"argsrepr": j.describe(), "headers": headers,
+                                     "task_id": j.task_id()})
               for j in jobs]
     resume = AgentStep(turn_id=spec.turn_id, step=step + 1, enqueued_at=now)
     callback = app.signature(AGENT_RESUME, args=[resume.model_dump(mode="json")],
                              options={"argsrepr": f"[tool results] {resume.describe()}",
-                                      "headers": headers})
-    chord(header)(callback)
+                                      "headers": headers, "task_id": resume.task_id()})
+    # Tool tasks return their errors as data; only a broken tools service fails the chord.
+    callback.link_error(app.signature(AGENT_CHORD_FAILED, args=[resume.model_dump(mode="json")],
+                                      immutable=True))
+    chord(group(header, task_id=f"{spec.turn_id}.tools.{step}"), callback).apply_async()
+    stage.crash_point("agent.after-send")
+    stage.rt.redis.set(marker, b"1", ex=stage.rt.settings.turn_ttl_s)
 
 
 def _final_reply(stage: Stage, step: int, text: str, history: History) -> None:
     """Record the reply, free the session and speak the reply sentence by sentence."""
     rt, spec = stage.rt, stage.spec
-    if rt.store.once(spec.turn_id, "final"):
-        history.append(msg.assistant(text))
-        stage.emit("reply", {"text": text, "step": step})
+    once = stage.once_with_event("final", "reply", {"text": text, "step": step})
+    history.extend_in(once, [msg.assistant(text)]).run()
+    stage.crash_point("agent.after-history")
     rt.store.release_session(spec.session_id, spec.turn_id)
     if not spec.speak:
         stage.finish("ok")
         return
-    progress.close(rt, spec)  # the sentences were sent while the answer streamed
+    completion.close(rt, spec)  # the sentences were sent while the answer streamed
+    stage.crash_point("agent.after-send")
+

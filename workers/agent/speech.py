@@ -6,9 +6,13 @@ from __future__ import annotations
 import time
 
 from voxqueue.contracts import TtsJob
+from workers.agent.providers import StreamStopped
 from workers.agent.sentences import SentenceSplitter
+from workers.runtime import completion
 from workers.runtime.stage import Stage
-from workers.tts import progress
+
+#: How often a streaming answer checks for cancellation, barge-in and the deadline (seconds).
+STOP_CHECK_S = 0.1
 
 
 class Speaker:
@@ -19,14 +23,23 @@ class Speaker:
         self.step = step
         self.splitter = SentenceSplitter(
             first_phrase_words=stage.rt.settings.first_phrase_words)
-        self.count = 0
+        self.sentences: list[str] = []
+        """Every piece cut so far, in order: stored with the answer, so that a step run again
+        speaks the same pieces (a whole text is cut differently from a streamed one)."""
         self.previous: str | None = None
         self.streamed = False
         self._held: list[str] = []
+        self._checked = time.monotonic()
 
     def on_text(self, delta: str) -> None:
-        """Feed streamed text; whole sentences are sent at once."""
+        """Feed streamed text; whole sentences are sent at once. Raises ``StreamStopped`` when
+        the turn was cancelled or passed its deadline, which ends the model's stream."""
         self.streamed = True
+        now = time.monotonic()
+        if now - self._checked >= STOP_CHECK_S:
+            self._checked = now
+            if self.stage.should_stop():
+                raise StreamStopped(f"turn {self.stage.turn_id} stopped")
         sentences = self.splitter.feed(delta)
         if self.stage.rt.settings.speak_while_thinking:
             for sentence in sentences:
@@ -42,14 +55,22 @@ class Speaker:
             self.say(sentence)
         self._held.clear()
 
-    def say(self, sentence: str, name: str | None = None) -> None:
+    def resend(self, sentences: list[str]) -> None:
+        """The pieces of a stored answer: each is sent unless an earlier attempt sent it."""
+        for sentence in sentences:
+            self.say(sentence)
+
+    def say(self, sentence: str) -> None:
         stage = self.stage
         if not stage.spec.speak or not sentence.strip():
             return
-        seq, new = progress.allocate(stage.rt, stage.turn_id,
-                                     name or f"{self.step}:{self.count}")
-        self.count += 1
+        name = f"{self.step}:{len(self.sentences)}"
+        self.sentences.append(sentence)
+        seq, _new, sent = completion.allocate(stage.rt, stage.turn_id, name)
         previous, self.previous = self.previous, sentence
-        if new:
+        if not sent:
             stage.send(TtsJob(turn_id=stage.turn_id, seq=seq, text=sentence,
                               previous_text=previous, enqueued_at=time.time()))
+            completion.mark_sent(stage.rt, stage.turn_id, seq)
+            if len(self.sentences) == 1:
+                stage.crash_point("agent.mid-stream")

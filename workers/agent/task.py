@@ -1,4 +1,5 @@
-"""The agent tasks: a step, and the chord callback that resumes the loop after tools."""
+"""The agent tasks: a step, the chord callback that resumes the loop after tools, and the
+chord's error callback."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from typing import Any
 
 from celery import Task
 
-from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TIME_LIMITS
-from voxqueue.contracts import AgentStep, ToolOutcome
+from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, AGENT_STEP, TIME_LIMITS
+from voxqueue.contracts import AgentStep, ErrorCode, ToolOutcome
 from workers.agent import messages as msg
 from workers.agent.loop import acquire_session, history_of, run_step, start_turn
 from workers.app import app
@@ -29,6 +30,7 @@ def step(self: Task, job: dict[str, Any]) -> None:
                 return
             start_turn(stage)
         run_step(stage, ajob)
+        stage.complete()
 
 
 @app.task(name=AGENT_RESUME, bind=True, **_LIMITS)
@@ -40,6 +42,22 @@ def resume(self: Task, outcomes: list[dict[str, Any]], job: dict[str, Any]) -> N
         return
     with stage.guard():
         results = [ToolOutcome.model_validate(o) for o in outcomes]
-        if stage.rt.store.once(ajob.turn_id, f"tools-{ajob.step - 1}"):
-            history_of(stage).extend(msg.from_outcome(r) for r in results)
+        history_of(stage).extend_in(stage.once(f"tools-{ajob.step - 1}"),
+                                    [msg.from_outcome(r) for r in results]).run()
+        stage.crash_point("agent.after-results")
         run_step(stage, ajob)
+        stage.complete()
+
+
+@app.task(name=AGENT_CHORD_FAILED, bind=True, **_LIMITS)
+def chord_failed(self: Task, job: dict[str, Any]) -> None:
+    """A tool task failed outright (the tools service, not a tool): end the turn, spoken."""
+    ajob = AgentStep.model_validate(job)
+    stage = begin(self, ajob, "agent")
+    if stage is None:
+        return
+    with stage.guard():
+        stage.rt.store.release_session(stage.spec.session_id, stage.turn_id)
+        stage.fail(ErrorCode.INTERNAL, "the tools service failed while running this answer's "
+                   "tool calls")
+        stage.complete()

@@ -85,13 +85,34 @@ def _warm_child(**_: Any) -> None:
 def _warm_main(sender: Any = None, **_: Any) -> None:
     controller = getattr(sender, "controller", None)
     pool_cls = getattr(controller, "pool_cls", None)
-    if "prefork" not in f"{getattr(pool_cls, '__module__', '')}":
+    prefork = "prefork" in f"{getattr(pool_cls, '__module__', '')}"
+    if not prefork:
         warm_up()
+    start_lease(sender, enforce_limits=not prefork)
+
+
+def start_lease(consumer: Any, *, enforce_limits: bool) -> None:
+    """Keep this worker's tasks leased while it lives (``workers/runtime/lease.py``). In the
+    prefork pool the pool itself enforces time limits; elsewhere the lease keeper does."""
+    from workers.app import app
+    from workers.runtime.lease import LeaseKeeper
+
+    rt = app.runtime
+    rt.lease = LeaseKeeper(consumer, rt.redis, rt.settings.visibility_timeout, enforce_limits)
+    rt.lease.start()
+    log.info("lease keeper started", lease_s=rt.settings.visibility_timeout,
+             enforces_time_limits=enforce_limits)
 
 
 @task_prerun.connect
 def _bind_turn(task: Any = None, args: Any = None, **_: Any) -> None:
     """Every log line of a task carries its turn and queue (session and device once known)."""
+    from workers.app import app
+
+    lease = app.runtime.lease
+    if lease is not None and task is not None:
+        tag = (task.request.delivery_info or {}).get("delivery_tag")
+        lease.task_started(task.request.id, tag, task.soft_time_limit, task.time_limit)
     structlog.contextvars.clear_contextvars()
     job = next((a for a in reversed(args or ()) if isinstance(a, dict) and "turn_id" in a), None)
     name = getattr(task, "name", "") or ""
@@ -102,5 +123,10 @@ def _bind_turn(task: Any = None, args: Any = None, **_: Any) -> None:
 
 
 @task_postrun.connect
-def _unbind_turn(**_: Any) -> None:
+def _unbind_turn(task: Any = None, **_: Any) -> None:
+    from workers.app import app
+
+    lease = app.runtime.lease
+    if lease is not None and task is not None:
+        lease.task_ended(task.request.id)
     structlog.contextvars.clear_contextvars()

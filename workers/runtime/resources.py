@@ -16,6 +16,7 @@ from voxqueue.turns import TurnStore
 
 if TYPE_CHECKING:
     from workers.agent.providers import ChatModel
+    from workers.runtime.lease import LeaseKeeper
     from workers.stt.providers import Transcriber
     from workers.tools.registry import ToolRegistry
     from workers.tts.providers import Synthesizer
@@ -35,6 +36,8 @@ class Runtime:
         self.keys = Keys(settings.key_prefix)
         self._lock = threading.RLock()
         self._built: dict[str, Any] = {}
+        #: Renews the leases of this worker's tasks (set when the worker is ready).
+        self.lease: LeaseKeeper | None = None
 
     @cached_property
     def redis(self) -> redis.Redis:
@@ -42,7 +45,8 @@ class Runtime:
 
     @cached_property
     def store(self) -> TurnStore:
-        return TurnStore(self.redis, self.keys, self.settings.turn_ttl_s)
+        return TurnStore(self.redis, self.keys, self.settings.turn_ttl_s,
+                               self.settings.session_ttl_s)
 
     def script(self, source: str) -> Any:
         """A Lua script registered once per process (its SHA is computed once, not per call)."""

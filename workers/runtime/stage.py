@@ -1,4 +1,5 @@
-"""The guard every task runs under: load the turn, bound redelivery, honour cancel and deadline."""
+"""The guard every task runs under: load the turn, bound redelivery, fence stale attempts, honour
+cancel and deadline, and hand the turn on."""
 
 from __future__ import annotations
 
@@ -11,8 +12,11 @@ import structlog
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded
 
-from voxqueue.contracts import ErrorCode, EventType, TtsJob, TurnSpec
+from voxqueue.contracts import ErrorCode, EventType, TtsJob, TurnEvent, TurnSpec
 from voxqueue.contracts.jobs import _Job
+from voxqueue.effects import Fence, Fenced
+from workers.runtime import completion
+from workers.runtime.crash import crash_point
 from workers.runtime.resources import Runtime
 
 log = structlog.get_logger("voxqueue.stage")
@@ -29,15 +33,18 @@ class Stage:
     """One task's view of its turn: events, stop checks and the turn's end."""
 
     def __init__(self, rt: Runtime, spec: TurnSpec, queue: str, attempt: int,
-                 started_at: float | None = None, worker: str = "") -> None:
+                 started_at: float | None = None, worker: str = "", task_id: str = "") -> None:
         self.rt = rt
         self.worker = worker  # the Celery worker's name, e.g. "tts@host"
         self.started_at = started_at if started_at is not None else time.time()
         self.spec = spec
         self.queue = queue
         self.attempt = attempt
+        self.task_id = task_id
+        #: Only this job's newest delivery may write; a stale one is stopped (``Fenced``).
+        self.fence = Fence(rt.keys.deliveries(task_id), attempt) if task_id else None
         self.log = log.bind(turn_id=spec.turn_id, session_id=spec.session_id,
-                            device=spec.device, queue=queue)
+                            device=spec.device, queue=queue, attempt=attempt)
 
     @property
     def turn_id(self) -> str:
@@ -45,7 +52,35 @@ class Stage:
 
     def emit(self, type: EventType, data: Mapping[str, Any] | None = None,
              pcm: bytes | None = None) -> None:
-        self.rt.store.emit(self.turn_id, type, data, pcm)
+        """Append an event to the turn (raises ``Fenced`` if a newer attempt took over)."""
+        self.rt.store.emit(self.turn_id, type, data, pcm, fence=self.fence)
+
+    def once(self, name: str) -> Any:
+        """Writes made once per turn under ``name``, atomically, and only by the newest attempt
+        (see ``TurnStore.once``)."""
+        return self.rt.store.once(self.turn_id, name, self.fence)
+
+    def once_with_event(self, name: str, type: EventType, data: Mapping[str, Any]) -> Any:
+        """``once(name)`` that also appends the event ``type``: add writes with ``.call``, then
+        ``.run()``; the event and the writes happen together, once."""
+        event = TurnEvent(type=type, turn_id=self.turn_id, data=dict(data))
+        return self.once(name).call("XADD", self.rt.keys.events(self.turn_id), "*", "e",
+                                    event.model_dump_json())
+
+    def crash_point(self, name: str) -> None:
+        """A place where a test may kill this process (``workers/runtime/crash.py``)."""
+        crash_point(self.rt, name, self.spec)
+
+    def is_current(self) -> bool:
+        """Whether this is still the job's newest delivery (no newer one took over)."""
+        if self.fence is None:
+            return True
+        return bool(self.rt.redis.get(self.fence.key) == str(self.attempt).encode())
+
+    def complete(self) -> None:
+        """This job is done: a copy delivered later (sent twice, or redelivered) is skipped."""
+        self.rt.redis.set(self.rt.keys.job_done(self.task_id), b"1",
+                          ex=self.rt.settings.turn_ttl_s)
 
     def remaining(self) -> float:
         """Seconds left before the deadline."""
@@ -83,18 +118,29 @@ class Stage:
                 ErrorCode.TIMEOUT, f"the turn passed its deadline in the {self.queue} stage "
                 f"({message})"))
             return
-        if apologize and self.spec.speak and self.remaining() > 1 and store.once(
-                self.turn_id, "apology"):
-            store.emit(self.turn_id, "error", {"code": str(code), "message": message})
-            from workers.tts import progress
-
+        if apologize and self.spec.speak and self.remaining() > 1:
             text = say or APOLOGIES.get(str(code), APOLOGY)
-            store.emit(self.turn_id, "reply", {"text": text, "apology": True})
-            seq, _new = progress.allocate(self.rt, self.turn_id, "apology")
-            self.send(TtsJob(turn_id=self.turn_id, seq=seq, text=text, enqueued_at=time.time()))
-            progress.close(self.rt, self.spec, end_status="error")
+            self.apologize(code, message, text)
             return
         store.finish(self.spec, "error", (code, message))
+
+    def apologize(self, code: ErrorCode | str, message: str, text: str) -> None:
+        """Say ``text`` as the turn's last sentence and end the turn with an error after it.
+
+        The error and the reply are written once; the sentence and the close are idempotent, so
+        an attempt that died half way through is completed by the next one.
+        """
+        now = time.time()
+        events = self.rt.keys.events(self.turn_id)
+        reply = TurnEvent(type="reply", turn_id=self.turn_id, ts=now,
+                          data={"text": text, "apology": True})
+        self.once_with_event("apology", "error", {"code": str(code), "message": message}).call(
+            "XADD", events, "*", "e", reply.model_dump_json()).run()
+        seq, _new, sent = completion.allocate(self.rt, self.turn_id, "apology")
+        if not sent:
+            self.send(TtsJob(turn_id=self.turn_id, seq=seq, text=text, enqueued_at=now))
+            completion.mark_sent(self.rt, self.turn_id, seq)
+        completion.close(self.rt, self.spec, end_status="error")
 
     @contextmanager
     def guard(self) -> Iterator[None]:
@@ -104,6 +150,8 @@ class Stage:
         """
         try:
             yield
+        except Fenced:
+            self.log.warning("a newer delivery of this job took over; this one stops")
         except SoftTimeLimitExceeded:
             self.fail(ErrorCode.TIMEOUT, f"the {self.queue} stage hit its time limit",
                       apologize=False)
@@ -112,8 +160,9 @@ class Stage:
             self.fail(ErrorCode.INTERNAL,
                       f"the {self.queue} stage failed: {exc.__class__.__name__}: {exc}")
 
-    def send(self, job: _Job, task_name: str | None = None) -> None:
-        """Hand the turn to the next stage."""
+    def send(self, job: _Job, task_name: str | None = None, **options: Any) -> None:
+        """Hand the turn to the next stage, under the job's own task id (a copy sent again
+        after a crash is the same job)."""
         from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TTS_SPEAK
         from voxqueue.tracing import inject
         from workers.app import app
@@ -122,7 +171,17 @@ class Stage:
             task_name = {"TtsJob": TTS_SPEAK, "AgentStep": AGENT_STEP,
                          "SttJob": STT_TRANSCRIBE}[type(job).__name__]
         app.send_task(task_name, args=[job.model_dump(mode="json")], argsrepr=job.describe(),
-                      headers=inject(), ignore_result=True)
+                      headers=inject(), ignore_result=True, task_id=job.task_id(), **options)
+
+    def send_once(self, job: _Job, task_name: str | None = None, **options: Any) -> None:
+        """Send ``job`` unless an earlier attempt of this stage did. A crash between the send
+        and its mark sends it again, under the same task id: the receiver runs it once."""
+        marker = self.rt.keys.marker(self.turn_id, f"sent:{job.task_id()}")
+        if self.rt.redis.exists(marker):
+            return
+        self.send(job, task_name, **options)
+        self.crash_point(f"{self.queue}.after-send")
+        self.rt.redis.set(marker, b"1", ex=self.rt.settings.turn_ttl_s)
 
     def queue_ms(self, job: _Job) -> float:
         """Milliseconds from the job's sending to the task's start (the queue hop)."""
@@ -132,29 +191,35 @@ class Stage:
 
 
 def begin(task: Task, job: _Job, queue: str) -> Stage | None:
-    """Enter a stage, or None when the turn must not be worked on (gone, ended, over cap).
+    """Enter a stage, or None when the job must not be worked on (turn gone or ended, job done,
+    over the delivery cap).
 
-    One round trip to Redis: the spec, the delivery count and the end and cancel flags.
+    One round trip to Redis: the spec, the delivery count (this attempt's fence), the end and
+    cancel flags and the job's done marker.
     """
     from workers.app import app
 
     started = time.time()
     rt: Runtime = app.runtime
     k = rt.keys
-    task_id = task.request.id or f"{job.turn_id}:{queue}"
+    task_id = task.request.id or job.task_id()
     pipe = rt.redis.pipeline(transaction=False)
     pipe.hget(k.turn(job.turn_id), "spec")
     pipe.incr(k.deliveries(task_id))
     pipe.expire(k.deliveries(task_id), rt.settings.turn_ttl_s)
     pipe.exists(k.ended(job.turn_id), k.cancel(job.turn_id))
-    raw_spec, attempt, _, flags = pipe.execute()
+    pipe.exists(k.job_done(task_id))
+    raw_spec, attempt, _, flags, done = pipe.execute()
     if raw_spec is None:
         log.warning("turn not found; dropping task", turn_id=job.turn_id, queue=queue)
         return None
     spec = TurnSpec.model_validate_json(raw_spec)
     stage = Stage(rt, spec, queue, int(attempt), started_at=started,
-                  worker=task.request.hostname or "")
+                  worker=task.request.hostname or "", task_id=task_id)
     structlog.contextvars.bind_contextvars(session_id=spec.session_id, device=spec.device)
+    if done:
+        stage.log.info("job already done; skipping this copy")
+        return None
     if flags and stage.should_stop():  # ended or cancelled: let should_stop say which
         return None
     if stage.attempt > rt.settings.max_deliveries:
@@ -165,4 +230,6 @@ def begin(task: Task, job: _Job, queue: str) -> Stage | None:
         return None
     if stage.remaining() <= 0 and stage.should_stop():
         return None
+    stage.crash_point(f"{queue}.after-claim")
     return stage
+

@@ -26,10 +26,15 @@ def transcribe(self: Task, job: dict[str, Any]) -> None:
         return
     with stage.guard():
         _transcribe(stage, sjob)
+        stage.complete()
 
 
 def _transcribe(stage: Stage, sjob: SttJob) -> None:
     rt = stage.rt
+    said: Any = rt.redis.hget(rt.keys.turn(stage.turn_id), "transcript")
+    if said is not None:  # an earlier attempt transcribed it and died before handing over
+        _hand_over(stage)
+        return
     pcm = rt.store.audio(stage.spec)
     if not pcm:
         stage.fail(ErrorCode.AUDIO_MISSING, "the turn's audio is gone (expired or never stored)")
@@ -49,10 +54,17 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
         return
     if stage.should_stop():
         return
-    stage.emit("stt-end", {"text": transcript.text, "ms": round((time.time() - started) * 1000, 1),
-                           "ttfb_ms": transcript.ttfb_ms})
+    ended = {"text": transcript.text, "ms": round((time.time() - started) * 1000, 1),
+             "ttfb_ms": transcript.ttfb_ms}
     if not transcript.text:
+        stage.emit("stt-end", ended)
         stage.fail(ErrorCode.STT_NO_TEXT, "no speech was recognized in the audio")
         return
-    rt.redis.hset(rt.keys.turn(stage.turn_id), "transcript", transcript.text.encode())
-    stage.send(AgentStep(turn_id=stage.turn_id, step=1, enqueued_at=time.time()))
+    stage.once_with_event("transcript", "stt-end", ended).call(
+        "HSET", rt.keys.turn(stage.turn_id), "transcript", transcript.text.encode()).run()
+    stage.crash_point("stt.after-transcript")
+    _hand_over(stage)
+
+
+def _hand_over(stage: Stage) -> None:
+    stage.send_once(AgentStep(turn_id=stage.turn_id, step=1, enqueued_at=time.time()))

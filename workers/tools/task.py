@@ -9,6 +9,7 @@ from celery import Task
 
 from voxqueue.celery_config import TIME_LIMITS, TOOLS_RUN
 from voxqueue.contracts import ToolCallJob, ToolOutcome
+from voxqueue.effects import Fenced
 from voxqueue.tracing import span
 from workers.app import app
 from workers.runtime.stage import Stage, begin
@@ -19,7 +20,8 @@ from workers.tools.executor import run_tool_call
 @app.task(name=TOOLS_RUN, bind=True, ignore_result=False, time_limit=TIME_LIMITS["tools"],
           soft_time_limit=TIME_LIMITS["tools"] - 10)
 def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
-    """Run one tool call and return its outcome (errors included, as data)."""
+    """Run one tool call and return its outcome (errors included, as data). Never raises: a
+    chord member that raised would fail the whole answer."""
     tjob = ToolCallJob.model_validate(job)
     rt = app.runtime
     key = rt.keys.tool_outcome(tjob.turn_id, tjob.call_id)
@@ -28,7 +30,27 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
         return ToolOutcome.model_validate_json(cached).model_dump(mode="json")
     stage = begin(self, tjob, "tools")
     if stage is None:
-        return _skipped(tjob).model_dump(mode="json")
+        return _failed(tjob, "turn-ended", "Error: the turn ended before this tool ran.")
+    try:
+        result = _run(stage, tjob)
+    except Fenced:  # a newer delivery took over: report what it stored, if it did
+        stored = rt.redis.get(key)
+        if stored is not None:
+            return ToolOutcome.model_validate_json(stored).model_dump(mode="json")
+        return _failed(tjob, "superseded", "Error: this call was interrupted; try it again.")
+    except Exception as exc:  # a bug in this module: still answer the chord, as data
+        stage.log.exception("tool task failed", tool=tjob.name)
+        result = _record(stage, tjob, key, ToolOutcome(
+            call_id=tjob.call_id, name=tjob.name, arguments=tjob.arguments, ok=False,
+            content=f"Error: the tools service failed: {exc.__class__.__name__}: {exc}",
+            error_code="tools-failed", started_at=time.time(), ms=0.0))
+    stage.complete()
+    return result
+
+
+def _run(stage: Stage, tjob: ToolCallJob) -> dict[str, Any]:
+    rt = stage.rt
+    key = rt.keys.tool_outcome(tjob.turn_id, tjob.call_id)
     stage.emit("tool-start", {"call_id": tjob.call_id, "name": tjob.name, "step": tjob.step,
                               "queue_ms": stage.queue_ms(tjob)})
     call = ToolCall(turn_id=tjob.turn_id, session_id=stage.spec.session_id,
@@ -38,8 +60,8 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
         tool = rt.tools.get(tjob.name)
     except Exception:
         tool = None
-    if tool is not None and tool.side_effects and not rt.store.once(
-            tjob.turn_id, f"tool-claim:{tjob.call_id}"):
+    if tool is not None and tool.side_effects and not stage.rt.store.claim(
+            tjob.turn_id, f"tool-claim:{tjob.call_id}", stage.fence):
         # Delivered again after a crash mid-call: the action may have happened; never repeat it.
         result = ToolOutcome(
             call_id=tjob.call_id, name=tjob.name, arguments=tjob.arguments, ok=False,
@@ -58,21 +80,27 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
                              ok=False, content=f"Error: the tools service failed: "
                              f"{exc.__class__.__name__}: {exc}", error_code="tools-failed",
                              started_at=time.time(), ms=0.0)
+    stage.crash_point("tools.after-run")
     return _record(stage, tjob, key, result)
 
 
 def _record(stage: Stage, tjob: ToolCallJob, key: str, result: ToolOutcome) -> dict[str, Any]:
-    """Keep the outcome (a redelivered call returns it) and report it."""
-    stage.rt.redis.set(key, result.model_dump_json(), ex=stage.rt.settings.turn_ttl_s)
-    stage.emit("tool-end", {
+    """Keep the outcome and report it, together and once; a redelivered call returns it."""
+    stored = stage.once_with_event(f"tool-end:{tjob.call_id}", "tool-end", {
         "call_id": result.call_id, "name": result.name, "arguments": result.arguments,
         "ok": result.ok, "step": tjob.step, "ms": result.ms, "started_at": result.started_at,
         ("result" if result.ok else "error"): result.content[:2000],
-        "error_code": result.error_code})
+        "error_code": result.error_code},
+    ).call("SET", key, result.model_dump_json(), "EX", stage.rt.settings.turn_ttl_s).run()
+    if stored is None:  # recorded by an earlier attempt: that outcome is the one
+        kept = stage.rt.redis.get(key)
+        if kept is not None:
+            result = ToolOutcome.model_validate_json(kept)
+    stage.crash_point("tools.after-record")
     return result.model_dump(mode="json")
 
 
-def _skipped(job: ToolCallJob) -> ToolOutcome:
+def _failed(job: ToolCallJob, code: str, content: str) -> dict[str, Any]:
     return ToolOutcome(call_id=job.call_id, name=job.name, arguments=job.arguments, ok=False,
-                       content="Error: the turn ended before this tool ran.",
-                       error_code="turn-ended", started_at=time.time(), ms=0.0)
+                       content=content, error_code=code, started_at=time.time(),
+                       ms=0.0).model_dump(mode="json")

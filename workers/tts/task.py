@@ -12,9 +12,9 @@ from voxqueue.contracts import ErrorCode, TtsJob
 from voxqueue.settings import MissingKeyError
 from voxqueue.tracing import span
 from workers.app import app
+from workers.runtime import completion
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
-from workers.tts import progress
 from workers.tts.chunking import rechunk
 
 #: How often a streaming sentence checks for barge-in, cancellation and the deadline.
@@ -29,8 +29,17 @@ def speak(self: Task, job: dict[str, Any]) -> None:
     stage = begin(self, tjob, "tts")
     if stage is None:
         return
-    with stage.guard():
-        _speak(stage, tjob)
+    try:
+        with stage.guard():
+            if not completion.is_done(stage.rt, tjob.turn_id, tjob.seq):
+                _speak(stage, tjob)
+    finally:
+        # Spoken, failed or skipped, the sentence counts as done, so nothing waits for it (a
+        # copy of the job that a newer delivery superseded leaves that to the newer one).
+        if stage.is_current():
+            completion.sentence_done(stage.rt, stage.spec, tjob.seq)
+            stage.crash_point("tts.after-done")
+            stage.complete()
 
 
 def _speak(stage: Stage, tjob: TtsJob) -> None:
@@ -54,16 +63,17 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
                     checked = now
                     if stage.should_stop():  # barge-in or deadline: stop
                         return
-                n_bytes += len(pcm)
                 stage.emit("tts-chunk", {"seq": tjob.seq, "idx": idx, "attempt": stage.attempt,
-                                         "bytes": len(pcm)}, pcm=pcm)
+                                         "offset": n_bytes, "bytes": len(pcm)}, pcm=pcm)
+                n_bytes += len(pcm)
+                if idx == 0:
+                    stage.crash_point("tts.mid-stream")
     except (ProviderError, MissingKeyError) as exc:
         code = ErrorCode.MISSING_KEY if isinstance(exc, MissingKeyError) else ErrorCode.TTS_FAILED
         # A short apology (if the voice works again: a second failure ends the turn), and this
         # sentence counts as done: it will not be spoken, so nothing waits for it.
         stage.fail(code, str(exc))
-        progress.sentence_done(rt, stage.spec, tjob.seq)
         return
+    stage.crash_point("tts.after-stream")
     stage.emit("tts-end", {"seq": tjob.seq, "ms": round((time.time() - started) * 1000, 2),
                            "ttfb_ms": ttfb_ms, "bytes": n_bytes, "provider": synth.name})
-    progress.sentence_done(rt, stage.spec, tjob.seq)

@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from workers.tools.registry import ToolRegistry
 
 
+class StreamStopped(Exception):
+    """Raised by an ``on_text`` callback to stop the answer mid-stream (the turn was cancelled,
+    barged in on, or passed its deadline). Providers let it through unchanged."""
+
+
 @dataclass(frozen=True)
 class ToolCallRequest:
     id: str

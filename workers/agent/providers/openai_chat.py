@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from voxqueue.settings import Settings
-from workers.agent.providers import Answer, ToolCallRequest
+from workers.agent.providers import Answer, StreamStopped, ToolCallRequest
 from workers.runtime.openai_client import make_openai, provider_error
 from workers.runtime.retry import ProviderError, call_with_retry
 
@@ -77,7 +77,7 @@ class OpenAIChat:
                 if answer.ttfb_ms is None:
                     answer.ttfb_ms = round((time.perf_counter() - started) * 1000, 2)
                 _apply_chunk(chunk, answer, text, calls, on_text)
-        except ProviderError:
+        except (ProviderError, StreamStopped):
             raise
         except Exception as exc:  # SDK errors, including a stream cut mid-answer
             raise provider_error(exc, "the LLM") from exc

@@ -1,0 +1,88 @@
+"""When a turn is complete: which sentences are to be spoken, which are done; the last one ends
+the turn. Every stage that speaks or ends a turn goes through here.
+
+Sentences get contiguous sequence numbers as they are produced (so a player knows what comes
+next); the number of sentences is known only when the reply is complete (``close``). Whichever
+finishes last (the final sentence's TTS task or the agent closing the reply) ends the turn.
+Each step is idempotent, so an attempt that died half way is completed by the next one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from voxqueue.contracts import TurnSpec
+from workers.runtime.resources import Runtime
+
+# KEYS: turn hash, marker key. ARGV: ttl.
+# Returns {seq, 1 if newly allocated else 0, 1 if its TTS job was sent else 0}.
+_ALLOCATE = """
+local seq = redis.call('get', KEYS[2])
+if seq then return {tonumber(seq), 0, redis.call('hexists', KEYS[1], 'sent:' .. seq)} end
+seq = redis.call('hincrby', KEYS[1], 'tts_sent', 1) - 1
+redis.call('set', KEYS[2], seq, 'EX', ARGV[1])
+return {seq, 1, 0}
+"""
+
+# KEYS: turn hash, done set. ARGV: status ('ok' never replaces an error).
+# Records how many sentences there are; returns {total, done, status}.
+_CLOSE = """
+local sent = redis.call('hget', KEYS[1], 'tts_sent') or 0
+redis.call('hset', KEYS[1], 'tts_total', sent)
+if ARGV[1] == 'ok' then redis.call('hsetnx', KEYS[1], 'tts_status', 'ok')
+else redis.call('hset', KEYS[1], 'tts_status', ARGV[1]) end
+return {tonumber(sent), redis.call('scard', KEYS[2]), redis.call('hget', KEYS[1], 'tts_status')}
+"""
+
+# KEYS: turn hash, done set. ARGV: seq, ttl. Returns {total or -1, done, status or ''}.
+_DONE = """
+redis.call('sadd', KEYS[2], ARGV[1])
+redis.call('expire', KEYS[2], ARGV[2])
+local total = redis.call('hget', KEYS[1], 'tts_total')
+return {tonumber(total or -1), redis.call('scard', KEYS[2]),
+        redis.call('hget', KEYS[1], 'tts_status') or ''}
+"""
+
+
+def allocate(rt: Runtime, turn_id: str, name: str) -> tuple[int, bool, bool]:
+    """The sequence number of sentence ``name`` (e.g. ``"2:0"``: step 2, first sentence),
+    whether it was new, and whether its TTS job was already sent.
+
+    The same name always gets the same number, so a redelivered step does not speak twice.
+    """
+    keys = [rt.keys.turn(turn_id), rt.keys.marker(turn_id, f"seq:{name}")]
+    seq, new, sent = rt.script(_ALLOCATE)(keys=keys, args=[rt.settings.turn_ttl_s])
+    return int(seq), bool(new), bool(sent)
+
+
+def mark_sent(rt: Runtime, turn_id: str, seq: int) -> None:
+    """The sentence's TTS job is on its queue (a step run again does not send it twice)."""
+    rt.redis.hset(rt.keys.turn(turn_id), f"sent:{seq}", 1)
+
+
+def close(rt: Runtime, spec: TurnSpec, end_status: str = "ok") -> None:
+    """No more sentences will come: record how many there are, and end the turn if all are done.
+
+    An ``error`` status (a spoken apology) sticks: a later close by the agent cannot undo it.
+    """
+    keys = [rt.keys.turn(spec.turn_id), rt.keys.tts_done(spec.turn_id)]
+    total, done, status = rt.script(_CLOSE)(keys=keys, args=[end_status])
+    _finish_if_complete(rt, spec, int(total), int(done), status)
+
+
+def is_done(rt: Runtime, turn_id: str, seq: int) -> bool:
+    """Whether sentence ``seq`` was already spoken to its end."""
+    return bool(rt.redis.sismember(rt.keys.tts_done(turn_id), str(seq)))
+
+
+def sentence_done(rt: Runtime, spec: TurnSpec, seq: int) -> None:
+    """Sentence ``seq`` is spoken (or will never be): end the turn if it was the last."""
+    keys = [rt.keys.turn(spec.turn_id), rt.keys.tts_done(spec.turn_id)]
+    total, done, status = rt.script(_DONE)(keys=keys, args=[seq, rt.settings.turn_ttl_s])
+    _finish_if_complete(rt, spec, int(total), int(done), status)
+
+
+def _finish_if_complete(rt: Runtime, spec: TurnSpec, total: int, done: int, status: Any) -> None:
+    if total >= 0 and done >= total:
+        value = status.decode() if isinstance(status, bytes) else str(status or "ok")
+        rt.store.finish(spec, value or "ok")
