@@ -3,7 +3,8 @@
 Entries have ``e`` (JSON: ``{"v": 1, "type": "announcement", "kind", "text", "ts", ...}``) and
 optionally ``pcm`` (16 kHz mono int16, ready to play). A background thread reads them with
 ``XREAD BLOCK``; it is also the device's heartbeat: its errors and recoveries tell the device
-whether Redis can be reached, and it reconnects with backoff.
+whether Redis can be reached, and it reconnects with backoff. After a reconnection it reads on
+from the last entry it saw, so what was said meanwhile is still spoken (unless stale).
 """
 
 from __future__ import annotations
@@ -73,7 +74,9 @@ class AnnouncementListener:
         self.block_ms = block_ms
         self.max_age_s = max_age_s
         self.last_id: str | None = None
-        """None until the first connection, which starts at the stream's end ("$")."""
+        """The last entry read; None until the first read, which starts after the stream's
+        newest entry. Every later read, after a reconnection too, goes on from here."""
+        self.started_ms = int(time.time() * 1000)
         # No retries inside the client: a lost server is noticed at once and retried here.
         self.r = redis.Redis.from_url(
             redis_url,
@@ -86,6 +89,7 @@ class AnnouncementListener:
         self.backoff = Backoff()
 
     def start(self) -> None:
+        self.started_ms = int(time.time() * 1000)
         self._thread.start()
 
     def close(self) -> None:
@@ -111,8 +115,10 @@ class AnnouncementListener:
 
     def _read_once(self) -> None:
         if self.last_id is None:
-            newest: Any = self.r.xrevrange(self.stream, count=1)
-            self.last_id = newest[0][0].decode() if newest else "0-0"
+            # Kept when Redis cannot be reached now: entry ids are the server's milliseconds,
+            # so what is added while we reconnect is still read (clocks agreeing).
+            self.last_id = f"{self.started_ms}-0"
+            self.last_id = self._newest_id()
         answer: Any = self.r.xread({self.stream: self.last_id}, count=20, block=self.block_ms)
         for _key, entries in answer or []:
             for entry_id, fields in entries:
@@ -124,3 +130,7 @@ class AnnouncementListener:
                     log.warning("announcements: skipped a stale one (%s)", item.text)
                 else:
                     self.deliver(item)
+
+    def _newest_id(self) -> str:
+        newest: Any = self.r.xrevrange(self.stream, count=1)
+        return str(newest[0][0].decode()) if newest else "0-0"

