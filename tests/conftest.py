@@ -21,15 +21,18 @@ SPEECH = ROOT / "tests" / "fixtures" / "speech"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", help="run the long soak variants")
+    parser.addoption("--crash", action="store_true",
+                     help="run the whole crash matrix (a representative subset always runs)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if config.getoption("--soak"):
-        return
-    skip = pytest.mark.skip(reason="soak test: run with --soak")
-    for item in items:
-        if "soak" in item.keywords:
-            item.add_marker(skip)
+    for marker in ("soak", "crash"):
+        if config.getoption(f"--{marker}"):
+            continue
+        skip = pytest.mark.skip(reason=f"{marker} test: run with --{marker}")
+        for item in items:
+            if marker in item.keywords:
+                item.add_marker(skip)
 
 
 def free_port() -> int:

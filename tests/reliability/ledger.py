@@ -164,3 +164,48 @@ def append_row(path: Path, row: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as out:
         out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+# -- what a crash must never break ---------------------------------------------------------------
+def history_problems(messages: list[dict[str, Any]]) -> list[str]:
+    """Why OpenAI would refuse this history, if it would: every assistant tool call answered by
+    exactly one tool message, right after it and in order; no tool message unasked."""
+    problems: list[str] = []
+    i = 0
+    while i < len(messages):
+        m = messages[i]
+        if m.get("role") == "tool":
+            problems.append(f"message {i}: a tool message no assistant call asked for")
+        calls = [c["id"] for c in m.get("tool_calls") or []] if m.get("role") == "assistant" else []
+        i += 1
+        if calls:
+            answered = []
+            while i < len(messages) and messages[i].get("role") == "tool":
+                answered.append(messages[i].get("tool_call_id"))
+                i += 1
+            if answered != calls:
+                problems.append(f"calls {calls} answered by {answered}")
+    return problems
+
+
+def heard_problems(entries: list[StreamEntry], played: bytes,
+                   expected_pcm: Any) -> list[str]:
+    """Why what the listener heard is not every sentence of the reply exactly once, in order,
+    with its own words. ``expected_pcm(text)`` is the audio the voice makes for a sentence."""
+    problems: list[str] = []
+    texts: dict[int, str] = {}
+    for e in entries:
+        if e.event.type == "tts-start":
+            seq, text = int(e.event.data["seq"]), str(e.event.data.get("text", ""))
+            if texts.setdefault(seq, text) != text:
+                problems.append(f"sentence {seq} was synthesized as {texts[seq]!r} and {text!r}")
+    if sorted(texts) != list(range(len(texts))):
+        problems.append(f"sentences {sorted(texts)} are not 0..n-1")
+    replies = [e.event.data.get("text", "") for e in entries if e.event.type == "reply"]
+    spoken = " ".join(texts[s] for s in sorted(texts))
+    if replies and " ".join(str(replies[-1]).split()) != " ".join(spoken.split()):
+        problems.append(f"heard {spoken!r} but the reply is {replies[-1]!r}")
+    want = b"".join(expected_pcm(texts[s]) for s in sorted(texts))
+    if played != want:
+        problems.append(f"heard {len(played)} bytes of audio, the sentences make {len(want)}")
+    return problems

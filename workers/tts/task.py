@@ -46,7 +46,8 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
     rt = stage.rt
     started = time.time()
     stage.emit("tts-start", {"seq": tjob.seq, "queue_ms": stage.queue_ms(tjob),
-                             "chars": len(tjob.text), "worker": stage.worker})
+                             "chars": len(tjob.text), "text": tjob.text,
+                             "worker": stage.worker, "attempt": stage.attempt})
     ttfb_ms: float | None = None
     n_bytes = 0
     checked = started

@@ -1,0 +1,146 @@
+"""The once-primitive, the fence and the lease, against a real Redis and kombu's real Redis
+transport (the consumer around the channel is the only stand-in: Celery's, not ours)."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from types import SimpleNamespace
+
+import pytest
+import redis
+from celery.exceptions import SoftTimeLimitExceeded
+from kombu import Connection
+
+from voxqueue.effects import Fence, Fenced, Once
+from workers.runtime.lease import LeaseKeeper
+
+DB = 4
+
+
+@pytest.fixture
+def r(redis_server) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_server.url[:-1] + str(DB))
+    client.flushdb()
+    yield client
+    client.close()
+
+
+def test_once_writes_with_its_claim_and_only_the_first_time(r):
+    def append() -> list | None:
+        return Once(r, marker="m").call("RPUSH", "list", "a", "b").call("EXPIRE", "list", 60).run()
+
+    assert append() == [2, 1]
+    assert append() is None
+    assert r.lrange("list", 0, -1) == [b"a", b"b"]
+    assert 0 < r.ttl("m") <= 3600
+
+
+def test_a_stale_attempt_is_fenced_and_writes_nothing(r):
+    r.set("attempts", 2)
+    with pytest.raises(Fenced):
+        Once(r, marker="m", fence=Fence("attempts", 1)).call("SET", "x", "old").run()
+    assert not r.exists("m") and not r.exists("x")
+    assert Once(r, marker="m", fence=Fence("attempts", 2)).call("SET", "x", "new").run() == [b"OK"]
+    assert r.get("x") == b"new"
+
+
+def test_delifeq_deletes_only_a_lock_we_hold(r):
+    r.set("lock", "turn-a")
+    Once(r).call("DELIFEQ", "lock", "turn-b").run()
+    assert r.get("lock") == b"turn-a"
+    Once(r).call("DELIFEQ", "lock", "turn-a").run()
+    assert not r.exists("lock")
+
+
+def test_binary_arguments_survive(r):
+    pcm = bytes(range(256)) * 4
+    Once(r).call("XADD", "stream", "*", "pcm", pcm).run()
+    ((_id, fields),) = r.xrange("stream")
+    assert fields[b"pcm"] == pcm
+
+
+# -- the lease ---------------------------------------------------------------------------------
+LEASE_S = 1.0
+
+
+@pytest.fixture
+def held(redis_server) -> Iterator[tuple[Connection, object, str]]:
+    """A message delivered by kombu's Redis transport and not acknowledged: what a worker holds."""
+    url = redis_server.url[:-1] + str(DB)
+    redis.Redis.from_url(url).flushdb()
+    options = {"visibility_timeout": LEASE_S, "unacked_restore_throttle": 1}
+    with Connection(url, transport_options=options) as conn:
+        queue = conn.SimpleQueue(f"lease-{uuid.uuid4().hex[:6]}")
+        queue.put({"job": 1})
+        message = queue.get(timeout=2)
+        yield conn, queue, message.delivery_tag
+        queue.close()
+
+
+def consumer_of(queue: object) -> SimpleNamespace:
+    return SimpleNamespace(task_consumer=SimpleNamespace(channel=queue.consumer.channel))
+
+
+def restore_and_count(queue) -> int:
+    """Run kombu's own sweep, as every worker does each second; how many messages are queued."""
+    channel = queue.consumer.channel
+    channel.qos.restore_visible(num=100, interval=1)
+    return int(channel.client.llen(queue.queue.name))
+
+
+def test_without_renewal_kombu_hands_a_held_message_out_again(held):
+    _conn, queue, _tag = held
+    time.sleep(LEASE_S + 0.3)
+    assert restore_and_count(queue) == 1
+
+
+def test_a_renewed_lease_keeps_the_message_and_a_dropped_one_frees_it(held):
+    _conn, queue, tag = held
+    r = queue.consumer.channel.client
+    keeper = LeaseKeeper(consumer_of(queue), r, LEASE_S, enforce_limits=True)
+    assert tag in keeper.held_tags()
+    for _ in range(4):  # twice the lease, renewed every half lease
+        time.sleep(LEASE_S / 2)
+        assert keeper.renew() == 1
+    assert restore_and_count(queue) == 0
+    # Past its hard time limit the task loses its lease (the threads pool cannot kill it).
+    keeper.running["t1"] = keeper_run(tag, hard=0.01)
+    time.sleep(LEASE_S + 0.3)
+    assert keeper.renew() == 0
+    assert restore_and_count(queue) == 1
+
+
+def keeper_run(tag: str, soft: float | None = None, hard: float | None = None):
+    from workers.runtime.lease import Running
+
+    return Running(tag, threading.get_ident(), time.monotonic(), soft, hard)
+
+
+def test_a_thread_past_its_soft_limit_gets_soft_time_limit_exceeded(r):
+    keeper = LeaseKeeper(SimpleNamespace(), r, LEASE_S, enforce_limits=True)
+    caught: list[BaseException] = []
+    started = threading.Event()
+
+    def task() -> None:
+        keeper.task_started("t2", None, 0.2, None)
+        started.set()
+        try:
+            for _ in range(500):  # 5 s of Python work, interrupted long before
+                time.sleep(0.01)
+        except SoftTimeLimitExceeded as exc:
+            caught.append(exc)
+        finally:
+            keeper.task_ended("t2")
+
+    worker = threading.Thread(target=task)
+    worker.start()
+    started.wait(2)
+    time.sleep(0.3)
+    keeper.renew()
+    worker.join(3)
+    assert not worker.is_alive()
+    assert caught and isinstance(caught[0], SoftTimeLimitExceeded)
+    assert "t2" not in keeper.running
