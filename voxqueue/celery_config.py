@@ -57,6 +57,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "unacked_restore_interval": 1,
         "unacked_restore_throttle": 1,
         "unacked_mutex_expire": 5,
+        # One list per queue: a priority goes to the queue's own list, which workers take
+        # from without a gap (voxqueue/broker.py).
+        "priority_steps": [0],
     }
     exchange = Exchange("voxqueue", type="direct")
     return {

@@ -108,6 +108,16 @@ def print_takeover() -> None:
               f"{statistics.median(seconds):.1f} s, max {max(seconds):.1f} s ({len(seconds)})")
 
 
+def diagnosis(client, entries) -> str:
+    """What a failed case's turn did, and what Redis still holds for the queues."""
+    events = [(e.event.type, e.event.data.get("seq"), e.event.data.get("attempt"))
+              for e in entries if e.event.type != "tts-chunk"]
+    r = client.redis
+    queues = {q: r.llen(q) for q in STAGES}
+    unacked = [json.loads(v)[0]["headers"]["id"] for v in r.hvals("unacked")]
+    return f"events {events}; queued {queues}; unacked {unacked}"
+
+
 def expected_pcm(text: str) -> bytes:
     return tone_pcm(max(0.2, 0.06 * len(text)), 16000)  # the fake ElevenLabs voice
 
@@ -144,7 +154,7 @@ def test_crash_point(systems, fake_providers, reliability_case, pool, point):
     assert fired is not None, f"the crash point {point} was never reached: {system.logs()}"
     kill = json.loads(fired)
     assert found.run_ends == 1 and not found.lost, found
-    assert found.status == "ok", (found, entries[-3:])
+    assert found.status == "ok", diagnosis(client, entries)
     assert found.duplicates == 0 and found.after_end == 0, found
     assert waited < turn.spec.deadline - turn.spec.created_at + 10, "the client waited on"
     history = [json.loads(m) for m in client.redis.lrange(keys.messages(session), 0, -1)]

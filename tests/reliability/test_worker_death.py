@@ -1,7 +1,10 @@
-"""SIGKILL a worker process mid-task, on every queue: every turn still ends, nothing twice.
+"""SIGKILL a worker mid-task, on every queue, in both pools: every turn still ends, nothing twice.
 
-Workers run the prefork pool with one child each, so the killed child's task is rejected and
-requeued at once (``task_reject_on_worker_lost``) and a new child takes it.
+- prefork (one child each): the killed child's task is rejected and requeued at once
+  (``task_reject_on_worker_lost``) and a new child takes it;
+- threads (the default of ``voxqueue up``, ``voxqueue worker``, compose and Kubernetes): the
+  whole worker dies, nothing requeues its task; it is started again at once (as ``up`` or
+  Kubernetes would) and the task comes back when its lease runs out (a few seconds).
 """
 
 from __future__ import annotations
@@ -10,30 +13,46 @@ import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
 
-from tests.conftest import SPEECH, System, system_env
+from tests.conftest import SPEECH, RedisServer, System, system_env
+from voxqueue.supervisor import RestartPolicy
 
 pytestmark = pytest.mark.integration
 QUEUES = ("stt", "agent", "tools", "tts", "monitor")
 ROUNDS = 2  # each kill scenario, several times
 
 
-@pytest.fixture(scope="module")
-def prefork(redis_server, fake_providers, tmp_path_factory):
-    env = system_env(redis_server.url[:-1] + "15", fake_providers, VOXQUEUE_MAX_DELIVERIES="3")
-    system = System(env, tmp_path_factory.mktemp("prefork-logs"))
+@pytest.fixture(scope="module", params=["prefork", "threads"])
+def prefork(request, fake_providers, tmp_path_factory):
+    """Workers of one pool on a Redis of their own; in the threads pool a dead worker is
+    started again at once by the supervisor, as ``voxqueue up`` does."""
+    pool = request.param
+    server = RedisServer()
+    server.start()
+    env = system_env(server.url, fake_providers, VOXQUEUE_MAX_DELIVERIES="3")
+    system = System(env, tmp_path_factory.mktemp(f"{pool}-logs"))
+    system.pool = pool
+    system.sup.restart = RestartPolicy(first_s=0.1, max_s=0.5)
+    system.sup.log = lambda line: None
     for queue in QUEUES:
         system.sup.start(
             f"worker-{queue}",
-            system.sup.worker_argv([queue], name=queue, pool="prefork", concurrency=1),
+            system.sup.worker_argv([queue], name=queue, pool=pool,
+                                   concurrency=1 if pool == "prefork" else 4),
         )
     system.sup.start("beat", system.sup.beat_argv())
     system.sup.wait_for_workers(QUEUES)
+    watcher = threading.Thread(target=system.sup.watch, args=(0.1,), daemon=True)
+    watcher.start()
     yield system
+    system.sup.stopping = True
+    watcher.join(2)
     system.stop()
+    server.stop()
 
 
 @pytest.fixture
@@ -43,8 +62,10 @@ def fake(fake_providers):
 
 
 def child_of(system: System, queue: str) -> int:
-    """The pid of the prefork child running the queue's tasks."""
+    """The pid running the queue's tasks: the prefork child, or the threads worker itself."""
     main = next(p for p in system.sup.procs if p.name == f"worker-{queue}")
+    if system.pool == "threads":
+        return main.popen.pid
     out = subprocess.run(["pgrep", "-P", str(main.popen.pid)], capture_output=True, text=True)
     pids = [int(p) for p in out.stdout.split()]
     assert len(pids) == 1, pids

@@ -26,6 +26,8 @@ import redis
 import structlog
 from celery.exceptions import SoftTimeLimitExceeded
 
+from voxqueue.broker import return_orphans
+
 log = structlog.get_logger("voxqueue.lease")
 
 
@@ -73,6 +75,9 @@ class LeaseKeeper:
         while not self._stop.wait(self.lease_s / 4):
             try:
                 self.renew()
+                if returned := return_orphans(self.r):
+                    log.warning("messages of a dead worker's channel put back in their queue",
+                                count=returned)
             except Exception as exc:  # Redis away: the lease runs out, as it must
                 log.warning("lease renewal failed", error=str(exc))
 
