@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 
@@ -163,6 +164,28 @@ def test_cancel_stops_the_turn_in_every_stage(client, fake):
     result = turn.wait(timeout=30)
     assert result.status == "cancelled"
     assert "tts-start" not in types(turn)
+
+
+def test_cancel_mid_stream_stops_the_llm_stream_and_queues_no_more_speech(client, fake):
+    fake.set_profile(llm_tokens_per_s=12)  # a six-sentence reply streams for about 5 s
+    reply = " ".join(f"This is sentence number {n} of a long answer." for n in range(6))
+    fake.script_chat({"match": "long streamed answer", "content": reply})
+    turn = client.ask("a long streamed answer please", session="cancel-stream")
+    store = client.store
+    give_up = time.time() + 20
+    while not any(e.event.type == "tts-start" for e in store.history(turn.turn_id)):
+        assert time.time() < give_up, "no sentence was spoken"
+        time.sleep(0.05)
+    turn.cancel()
+
+    def sentences_sent() -> int:
+        return int(client.redis.hget(client.keys.turn(turn.turn_id), "tts_sent") or 0)
+
+    at_cancel = sentences_sent()
+    time.sleep(3.0)  # the rest of the reply would have streamed in by now
+    assert sentences_sent() <= at_cancel + 1 < 6, "sentences were still queued after the cancel"
+    assert "llm-end" not in [e.event.type for e in store.history(turn.turn_id)]
+    assert turn.wait(timeout=10).status == "cancelled"
 
 
 def test_deadline_ends_a_stuck_turn_with_a_timeout(client, fake):

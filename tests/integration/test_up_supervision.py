@@ -149,6 +149,31 @@ def test_a_killed_worker_is_started_again_and_the_others_keep_serving(up, fake):
     assert [c.result for c in result.tool_calls] == ["25"]  # run by the new tools worker
 
 
+def test_a_turn_whose_tools_worker_is_killed_mid_tool_still_ends_ok(up, fake):
+    """The issue's scenario on the deployment we ship: four 1-second tools in flight, the one
+    tools worker SIGKILLed; `up` starts it again and the calls run again on it (their lease
+    ran out), and the turn ends ok, well before its deadline."""
+    fake.script_chat(
+        {"match": "four naps", "tool_calls": [
+            {"name": "sleep_one", "arguments": {"label": str(i)}} for i in range(4)]},
+        {"after_tool": True, "content": "All four naps are done."},
+    )
+    with Client(up.settings) as client:
+        turn = client.ask("take four naps", session="up-kill-mid-tool", speak=False)
+        store = client.store
+        wait_for(lambda: any(e.event.type == "tool-start" for e in store.history(turn.turn_id)),
+                 15, "the tools to start")
+        (tools,) = up.children("-n tools@")
+        os.kill(tools, signal.SIGKILL)
+        killed = time.time()
+        result = turn.wait(timeout=60)
+    assert result.status == "ok", result.error
+    assert sorted(c.result for c in result.tool_calls) == [f"slept:{i}" for i in range(4)]
+    took = time.time() - killed
+    assert took < turn.spec.deadline - killed, "ended before its deadline"
+    print(f"\nup: tools worker killed mid-tool -> turn ended ok {took:.1f} s later")
+
+
 def test_nothing_outlives_a_killed_up(up):
     tree = descendants(up.proc.pid)
     names = " ".join(cmdline(pid) for pid in tree)

@@ -19,6 +19,7 @@ import time
 import pytest
 
 from tests.conftest import SPEECH, RedisServer, System, system_env
+from tests.reliability.ledger import audit
 from voxqueue.supervisor import RestartPolicy
 
 pytestmark = pytest.mark.integration
@@ -82,11 +83,26 @@ def wait_for(system: System, turn_id: str, kind: str, timeout: float = 20) -> No
     raise AssertionError(f"no {kind} event in turn {turn_id}")
 
 
-def kill_child_after(system: System, turn_id: str, queue: str, kind: str) -> int:
+def kill_child_after(system: System, turn_id: str, queue: str, kind: str) -> float:
+    """SIGKILL what runs the queue's task once the turn shows ``kind``; the time of the kill."""
     wait_for(system, turn_id, kind)
     pid = child_of(system, queue)
     os.kill(pid, signal.SIGKILL)
-    return pid
+    return time.time()
+
+
+@pytest.fixture
+def row(prefork, reliability_case):
+    """Adds the turn to the reliability table: audited, with the time from kill to its end."""
+
+    def record(what: str, turn, killed_at: float) -> None:
+        case = reliability_case(f"worker SIGKILLed mid-task ({prefork.pool} pool): {what}")
+        case.turns += 1
+        found = audit(prefork.client().store, turn)
+        case.count(found)
+        case.note(f"ended {found.status} {found.ended_at - killed_at:.1f} s after the kill")
+
+    return record
 
 
 def kinds(turn) -> list[str]:
@@ -94,25 +110,27 @@ def kinds(turn) -> list[str]:
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
-def test_stt_worker_killed_mid_transcription(prefork, fake, round_):
+def test_stt_worker_killed_mid_transcription(prefork, fake, row, round_):
     fake.inject("transcriptions", delay=3.0)
     fake.script_transcripts("what time is it", "what time is it")
     turn = prefork.client().say(SPEECH / "command_time.wav", session=f"kill-stt-{round_}")
-    kill_child_after(prefork, turn.turn_id, "stt", "stt-start")
+    killed = kill_child_after(prefork, turn.turn_id, "stt", "stt-start")
     result = turn.wait(timeout=60)
+    row("stt, mid-transcription", turn, killed)
     assert result.status == "ok", result.error
     assert kinds(turn).count("stt-start") == 2 and kinds(turn).count("stt-end") == 1
     assert kinds(turn).count("run-end") == 1
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
-def test_agent_worker_killed_mid_llm_call(prefork, fake, round_):
+def test_agent_worker_killed_mid_llm_call(prefork, fake, row, round_):
     fake.inject("chat", delay=3.0)
     fake.script_chat({"match": "killed agent", "repeat": True, "content": "Still here."})
     session = f"kill-agent-{round_}"
     turn = prefork.client().ask("killed agent question", session=session)
-    kill_child_after(prefork, turn.turn_id, "agent", "llm-start")
+    killed = kill_child_after(prefork, turn.turn_id, "agent", "llm-start")
     result = turn.wait(timeout=60)
+    row("agent, mid-LLM call", turn, killed)
     assert result.status == "ok", result.error
     assert kinds(turn).count("reply") == 1
     client = prefork.client()
@@ -122,7 +140,7 @@ def test_agent_worker_killed_mid_llm_call(prefork, fake, round_):
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
-def test_tools_worker_killed_mid_side_effect_never_runs_it_twice(prefork, fake, round_):
+def test_tools_worker_killed_mid_side_effect_never_runs_it_twice(prefork, fake, row, round_):
     label = f"round-{round_}-{time.time()}"
     fake.script_chat(
         {
@@ -132,8 +150,9 @@ def test_tools_worker_killed_mid_side_effect_never_runs_it_twice(prefork, fake, 
         {"after_tool": True, "content": "I tried."},
     )
     turn = prefork.client().ask("do the side effect", session=f"kill-tools-{round_}", speak=False)
-    kill_child_after(prefork, turn.turn_id, "tools", "tool-start")
+    killed = kill_child_after(prefork, turn.turn_id, "tools", "tool-start")
     result = turn.wait(timeout=60)
+    row("tools, mid side-effecting tool", turn, killed)
     assert result.status == "ok", result.error
     assert int(prefork.client().redis.get(f"probe:side-effect:{label}")) == 1
     (call,) = result.tool_calls
@@ -142,7 +161,7 @@ def test_tools_worker_killed_mid_side_effect_never_runs_it_twice(prefork, fake, 
 
 
 @pytest.mark.parametrize("round_", range(ROUNDS))
-def test_tts_worker_killed_mid_sentence_speaks_it_once(prefork, fake, round_):
+def test_tts_worker_killed_mid_sentence_speaks_it_once(prefork, fake, row, round_):
     fake.set_profile(tts_rtf=1.0)  # the sentence streams in real time: ~3 s
     text = "This sentence is long enough to be killed half way through."
     fake.script_chat({"match": "speak once", "content": text})
@@ -156,9 +175,10 @@ def test_tts_worker_killed_mid_sentence_speaks_it_once(prefork, fake, round_):
 
     listener = threading.Thread(target=listen)
     listener.start()
-    kill_child_after(prefork, turn.turn_id, "tts", "tts-chunk")
+    killed = kill_child_after(prefork, turn.turn_id, "tts", "tts-chunk")
     listener.join(70)
     result = turn.result()
+    row("tts, mid-sentence", turn, killed)
     assert result.status == "ok", result.error
     chunks = [e for e in turn._entries if e.event.type == "tts-chunk"]
     attempts = {e.event.data["attempt"] for e in chunks}
@@ -170,13 +190,18 @@ def test_tts_worker_killed_mid_sentence_speaks_it_once(prefork, fake, round_):
     assert kinds(turn).count("tts-end") == 1 and kinds(turn).count("run-end") == 1
 
 
-def test_a_task_that_kills_its_worker_every_time_ends_the_turn_after_n_attempts(prefork, fake):
+def test_a_task_that_kills_its_worker_every_time_ends_the_turn_after_n_attempts(
+        prefork, fake, reliability_case):
     fake.script_chat(
         {"match": "poison", "tool_calls": [{"name": "kill_my_worker", "arguments": {}}]},
         {"after_tool": True, "content": "Unreachable."},
     )
     turn = prefork.client().ask("poison pill", session="poison", speak=False)
     result = turn.wait(timeout=90)
+    case = reliability_case(f"a task that kills its worker every time ({prefork.pool} pool)")
+    case.turns += 1
+    case.count(audit(prefork.client().store, turn))
+    case.note(f"redelivery-cap after 3 deliveries, {result.timings.get('total', 0) / 1000:.0f} s")
     assert result.status == "error"
     assert result.error is not None and result.error["code"] == "redelivery-cap"
     assert kinds(turn).count("run-end") == 1
