@@ -16,13 +16,16 @@ from typing import Any
 
 import redis
 
-# KEYS[1] marker (or ""), KEYS[2] fence (or ""), KEYS[3..] the commands' keys.
+# KEYS[1] marker (or ""), KEYS[2] fence (or ""), KEYS[3] unless (or ""), KEYS[4..] the commands'
+# keys.
 # ARGV: marker value, marker ttl, fence attempt, number of commands, then per command:
 #       number of arguments after the key, command name, index of its key in KEYS, arguments.
-# Returns {1, results...} when done, {0} when the marker was already taken, {-1} when fenced.
+# Returns {1, results...} when done, {0} when the marker was already taken (or the "unless" key
+# exists: the turn has ended), {-1} when fenced.
 # DELIFEQ key value: delete the key only when it holds value (a lock that is ours).
 _ONCE = """
 if KEYS[2] ~= '' and redis.call('get', KEYS[2]) ~= ARGV[3] then return {-1} end
+if KEYS[3] ~= '' and redis.call('exists', KEYS[3]) == 1 then return {0} end
 if KEYS[1] ~= '' then
   if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) then return {0} end
 end
@@ -73,6 +76,8 @@ class Once:
     ttl_s: int = 3600
     fence: Fence | None = None
     marker_value: Arg = b"1"
+    unless: str | None = None
+    """Write nothing (as if already done) while this key exists, e.g. the turn's end flag."""
     _keys: list[str] = field(default_factory=list)
     _argv: list[Arg] = field(default_factory=list)
     _count: int = 0
@@ -80,7 +85,7 @@ class Once:
     def call(self, command: str, key: str, *args: Arg) -> Once:
         """Add a command (its first argument is a key; ``DELIFEQ key value`` is ours)."""
         self._keys.append(key)
-        self._argv += [len(args), command, len(self._keys) + 2, *args]
+        self._argv += [len(args), command, len(self._keys) + 3, *args]
         self._count += 1
         return self
 
@@ -90,7 +95,7 @@ class Once:
         Raises :class:`Fenced` when a newer attempt owns the job: nothing was written.
         """
         fence = self.fence
-        keys = [self.marker or "", fence.key if fence else "", *self._keys]
+        keys = [self.marker or "", fence.key if fence else "", self.unless or "", *self._keys]
         argv: list[Arg] = [self.marker_value, self.ttl_s, fence.attempt if fence else 0,
                            self._count, *self._argv]
         result: Any = self.r.register_script(_ONCE)(keys=keys, args=argv)  # SHA: ~2 µs

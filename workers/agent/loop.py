@@ -64,9 +64,12 @@ def start_turn(stage: Stage) -> None:
     """
     rt, spec = stage.rt, stage.spec
     history = history_of(stage)
+    earlier = history.load()
     opening: list[msg.Message] = []
-    if len(history) == 0:
+    if not earlier:
         opening.append(msg.system(rt.settings.system_prompt))
+    opening += [msg.tool_error(call_id, "the previous turn ended before this call finished")
+                for call_id in msg.unanswered_calls(earlier)]
     alert_keys = [rt.keys.alerts(spec.session_id)]
     if spec.device:
         alert_keys.append(rt.keys.device_alerts(spec.device))

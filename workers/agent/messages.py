@@ -48,3 +48,16 @@ def from_outcome(outcome: ToolOutcome) -> Message:
     if outcome.ok:
         return tool_result(outcome.call_id, outcome.content)
     return tool_error(outcome.call_id, outcome.content)
+
+
+def unanswered_calls(messages: list[Message]) -> list[str]:
+    """Ids of the last assistant message's tool calls that no tool message answers (a turn
+    that ended, by cancel or deadline, between asking for tools and getting their results).
+    OpenAI refuses every later request of the session until they are answered."""
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
+        if m.get("role") == "assistant":
+            asked = [c["id"] for c in m.get("tool_calls") or []]
+            answered = {t.get("tool_call_id") for t in messages[i + 1:] if t.get("role") == "tool"}
+            return [c for c in asked if c not in answered]
+    return []

@@ -14,7 +14,8 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from voxqueue.contracts import ErrorCode, EventType, TtsJob, TurnEvent, TurnSpec
 from voxqueue.contracts.jobs import _Job
-from voxqueue.effects import Fence, Fenced
+from voxqueue.effects import Fence, Fenced, Once
+from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime import completion
 from workers.runtime.crash import crash_point
 from workers.runtime.resources import Runtime
@@ -55,17 +56,20 @@ class Stage:
         """Append an event to the turn (raises ``Fenced`` if a newer attempt took over)."""
         self.rt.store.emit(self.turn_id, type, data, pcm, fence=self.fence)
 
-    def once(self, name: str) -> Any:
+    def once(self, name: str) -> Once:
         """Writes made once per turn under ``name``, atomically, and only by the newest attempt
         (see ``TurnStore.once``)."""
         return self.rt.store.once(self.turn_id, name, self.fence)
 
-    def once_with_event(self, name: str, type: EventType, data: Mapping[str, Any]) -> Any:
+    def once_with_event(self, name: str, type: EventType, data: Mapping[str, Any]) -> Once:
         """``once(name)`` that also appends the event ``type``: add writes with ``.call``, then
-        ``.run()``; the event and the writes happen together, once."""
+        ``.run()``; the event and the writes happen together, once, and never after the turn's
+        end (``run`` then returns None, as when already done)."""
         event = TurnEvent(type=type, turn_id=self.turn_id, data=dict(data))
-        return self.once(name).call("XADD", self.rt.keys.events(self.turn_id), "*", "e",
-                                    event.model_dump_json())
+        once = self.once(name)
+        once.unless = self.rt.keys.ended(self.turn_id)  # run-end stays the last event
+        return once.call("XADD", self.rt.keys.events(self.turn_id), "MAXLEN", "~",
+                         STREAM_MAXLEN, "*", "e", event.model_dump_json())
 
     def crash_point(self, name: str) -> None:
         """A place where a test may kill this process (``workers/runtime/crash.py``)."""
