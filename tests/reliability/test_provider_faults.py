@@ -325,6 +325,7 @@ def test_tts_failing_mid_stream_is_followed_by_a_spoken_apology(client, fake, re
         e for e in turn._entries if e.event.type == "reply" and e.event.data.get("apology")
     ]
     assert apologies, "no apology after the TTS stream broke"
+    case.note("tts-failed, then \"Sorry, something went wrong…\" spoken")
 
 
 # -- the end of a turn is its last event -------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 from pydantic import SecretStr
 
 from tests.conftest import RedisServer, System, free_port, system_env
+from tests.reliability.ledger import audit
 
 pytestmark = pytest.mark.integration
 
@@ -66,8 +67,9 @@ def wait_until(check, timeout: float) -> bool:
     return False
 
 
-def test_redis_restart_under_load_loses_no_turn(restartable):
+def test_redis_restart_under_load_loses_no_turn(restartable, reliability_case):
     server, system, fake, flower_port = restartable
+    case = reliability_case("Redis restarted (append-only file) under 12 turns in flight")
     assert wait_until(lambda: flower_status(flower_port) == 200, 30)
     fake.set_profile(llm_ttft_s=1.0, tts_rtf=0.3)
     fake.script_chat(
@@ -94,6 +96,8 @@ def test_redis_restart_under_load_loses_no_turn(restartable):
     assert statuses.count("ok") == 12, [(r.status, r.error) for r in results.values()]
     for turn in turns:
         assert [e.event.type for e in turn._entries].count("run-end") == 1
+        case.turns += 1
+        case.count(audit(client.store, turn))
     # Everything reconnected by itself: a new turn, beat (a timer fires), Flower.
     fake.reset()
     fake.script_chat(
@@ -110,10 +114,15 @@ def test_redis_restart_under_load_loses_no_turn(restartable):
     announce = client.keys.announcements("kitchen")
     assert wait_until(lambda: client.redis.xlen(announce) >= 1, 20), "beat fired the timer"
     assert wait_until(lambda: flower_status(flower_port) == 200, 30)
+    case.turns += 1
+    case.count(audit(client.store, after))
+    case.note("all 12 ok; workers, beat (a timer fired) and Flower reconnected")
 
 
-def test_redis_down_past_the_deadline_ends_turns_with_a_clear_error(restartable):
+def test_redis_down_past_the_deadline_ends_turns_with_a_clear_error(restartable, reliability_case):
     server, system, fake, _ = restartable
+    case = reliability_case("Redis down past the deadline")
+    case.turns += 1
     fake.inject("chat", delay=3.0)
     turn = system.client().ask("will redis come back", session="down", deadline_s=4)
     time.sleep(0.5)
@@ -127,3 +136,5 @@ def test_redis_down_past_the_deadline_ends_turns_with_a_clear_error(restartable)
     assert result.status == "timeout"
     assert result.error is not None
     assert result.error["code"] in ("redis-unavailable", "timeout")
+    case.note(f"the client ends the turn with {result.error['code']} "
+              f"{time.time() - started:.0f} s after Redis went away; no hang")

@@ -30,9 +30,10 @@ def test_the_next_turn_answers_calls_a_cancelled_turn_left_open(redis_server):
                     text="and now?", created_at=now, deadline=now + 30, speak=False)
     rt.store.create(spec)
     history = history_of(Stage(rt, spec, "agent", 1))
-    history.extend([msg.system("sys"), msg.user("two things"), msg.assistant_tool_calls(
-        [{"id": "c1", "name": "a", "arguments": "{}"}, {"id": "c2", "name": "b", "arguments": "{}"}]),
-        msg.tool_result("c1", "done")])  # c2 never answered: the turn was cancelled
+    calls = [{"id": "c1", "name": "a", "arguments": "{}"},
+             {"id": "c2", "name": "b", "arguments": "{}"}]
+    history.extend([msg.system("sys"), msg.user("two things"), msg.assistant_tool_calls(calls),
+                    msg.tool_result("c1", "done")])  # c2 never answered: the turn was cancelled
     assert history_problems(history.load()) != []
     assert msg.unanswered_calls(history.load()) == ["c2"]
 
