@@ -15,13 +15,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from edge.link import Backoff, Link, is_connection_error
+
+if TYPE_CHECKING:
+    from voxqueue.gateway.remote import GatewayClient
 
 log = logging.getLogger("voxqueue.edge")
 
@@ -55,20 +58,90 @@ def parse(entry_id: bytes | str, fields: Mapping[bytes, bytes]) -> Announcement 
     return Announcement(ident, str(data.get("kind") or "announcement"), text, ts, pcm)
 
 
+Fields = Mapping[bytes, bytes]
+
+
+class Feed(Protocol):
+    """Where a device's announcements come from: its Redis stream, or the gateway."""
+
+    def newest_id(self) -> str: ...
+
+    def read(self, after: str, block_ms: int) -> list[tuple[str, Fields]]: ...
+
+    def close(self) -> None: ...
+
+
+class RedisFeed:
+    """The device's stream in Redis (a trusted single machine)."""
+
+    def __init__(self, redis_url: str, stream: str, block_ms: int) -> None:
+        self.stream = stream
+        # No retries inside the client: a lost server is noticed at once and retried here.
+        self.r = redis.Redis.from_url(
+            redis_url,
+            socket_timeout=block_ms / 1000 + 5,
+            socket_connect_timeout=3,
+            retry=Retry(NoBackoff(), 0),
+        )
+
+    def newest_id(self) -> str:
+        newest: Any = self.r.xrevrange(self.stream, count=1)
+        return str(newest[0][0].decode()) if newest else "0-0"
+
+    def read(self, after: str, block_ms: int) -> list[tuple[str, Fields]]:
+        answer: Any = self.r.xread({self.stream: after}, count=20, block=block_ms)
+        return [(i.decode() if isinstance(i, bytes) else i, f)
+                for _key, entries in answer or [] for i, f in entries]
+
+    def close(self) -> None:
+        self.r.connection_pool.disconnect()  # ends a blocked XREAD at once
+        self.r.close()
+
+
+class GatewayFeed:
+    """The device's announcements through the gateway (long polls with the device's token)."""
+
+    def __init__(self, client: GatewayClient) -> None:
+        self.client = client
+
+    def newest_id(self) -> str:
+        return self.client.entries(ANNOUNCEMENTS, None, 0).last_id
+
+    def read(self, after: str, block_ms: int) -> list[tuple[str, Fields]]:
+        got = self.client.entries(ANNOUNCEMENTS, after, block_ms)
+        out: list[tuple[str, Fields]] = []
+        for e in got.entries:
+            fields = {b"e": json.dumps(e.event).encode()}
+            if (pcm := e.pcm_bytes()) is not None:
+                fields[b"pcm"] = pcm
+            out.append((e.id, fields))
+        return out
+
+    def close(self) -> None:
+        """The client is the device's, closed with it."""
+
+
+ANNOUNCEMENTS = "/v1/announcements"
+
+
+def _order(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
 class AnnouncementListener:
-    """Reads the device's announcement stream in a thread and hands each one to ``deliver``."""
+    """Reads the device's announcements in a thread and hands each one to ``deliver``."""
 
     def __init__(
         self,
-        redis_url: str,
-        stream: str,
+        feed: Feed,
         link: Link,
         deliver: Callable[[Announcement], None],
         *,
         block_ms: int = 2000,
         max_age_s: float = 600.0,
     ) -> None:
-        self.stream = stream
+        self.feed = feed
         self.link = link
         self.deliver = deliver
         self.block_ms = block_ms
@@ -77,13 +150,6 @@ class AnnouncementListener:
         """The last entry read; None until the first read, which starts after the stream's
         newest entry. Every later read, after a reconnection too, goes on from here."""
         self.started_ms = int(time.time() * 1000)
-        # No retries inside the client: a lost server is noticed at once and retried here.
-        self.r = redis.Redis.from_url(
-            redis_url,
-            socket_timeout=block_ms / 1000 + 5,
-            socket_connect_timeout=3,
-            retry=Retry(NoBackoff(), 0),
-        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="edge-announcements", daemon=True)
         self.backoff = Backoff()
@@ -94,9 +160,8 @@ class AnnouncementListener:
 
     def close(self) -> None:
         self._stop.set()
-        self.r.connection_pool.disconnect()  # ends a blocked XREAD at once
+        self.feed.close()
         self._thread.join(timeout=self.block_ms / 1000 + 2)
-        self.r.close()
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -115,22 +180,17 @@ class AnnouncementListener:
 
     def _read_once(self) -> None:
         if self.last_id is None:
-            # Kept when Redis cannot be reached now: entry ids are the server's milliseconds,
-            # so what is added while we reconnect is still read (clocks agreeing).
+            # Kept when the server cannot be reached now: entry ids are the server's
+            # milliseconds, so what is added while we reconnect is still read (clocks agreeing).
             self.last_id = f"{self.started_ms}-0"
-            self.last_id = self._newest_id()
-        answer: Any = self.r.xread({self.stream: self.last_id}, count=20, block=self.block_ms)
-        for _key, entries in answer or []:
-            for entry_id, fields in entries:
-                self.last_id = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-                item = parse(entry_id, fields)
-                if item is None:
-                    log.warning("announcements: skipped an entry that is not one: %s", entry_id)
-                elif time.time() - item.ts > self.max_age_s:
-                    log.warning("announcements: skipped a stale one (%s)", item.text)
-                else:
-                    self.deliver(item)
-
-    def _newest_id(self) -> str:
-        newest: Any = self.r.xrevrange(self.stream, count=1)
-        return str(newest[0][0].decode()) if newest else "0-0"
+            # After what existed before we started; not after what came since.
+            self.last_id = min(self.feed.newest_id(), self.last_id, key=_order)
+        for entry_id, fields in self.feed.read(self.last_id, self.block_ms):
+            self.last_id = entry_id
+            item = parse(entry_id, fields)
+            if item is None:
+                log.warning("announcements: skipped an entry that is not one: %s", entry_id)
+            elif time.time() - item.ts > self.max_age_s:
+                log.warning("announcements: skipped a stale one (%s)", item.text)
+            else:
+                self.deliver(item)

@@ -14,7 +14,13 @@ import queue
 import threading
 import time
 
-from edge.announcements import Announcement, AnnouncementListener
+from edge.announcements import (
+    Announcement,
+    AnnouncementListener,
+    Feed,
+    GatewayFeed,
+    RedisFeed,
+)
 from edge.display import Display
 from edge.link import Link, redis_answers
 from edge.pipeline import Listener, NoSpeech, Utterance, Woke
@@ -22,7 +28,8 @@ from edge.player import Player
 from edge.responder import AnnounceJob, NoticeJob, Responder, TurnJob, TurnRecord
 from edge.settings import EdgeSettings
 from edge.sources import Source
-from voxqueue.client import Client
+from voxqueue.connect import connect_client
+from voxqueue.gateway.remote import GatewayClient
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import redact
 from voxqueue.settings import Settings
@@ -49,7 +56,7 @@ class Device:
         self.source = source
         self.display = display or Display()
         self.listener = Listener.from_settings(edge)
-        self.client = Client(settings)
+        self.client = connect_client(settings)
         self.redis_link = Link("redis", self._link_down, self._link_up)
         self.workers_link = Link("workers", self._link_down, self._link_up)
         self.responder = Responder(
@@ -61,7 +68,7 @@ class Device:
             redis_link=self.redis_link,
             workers_link=self.workers_link,
             earcons=edge.earcons,
-            probe=lambda: redis_answers(settings.redis_url),
+            probe=self._server_answers,
             on_turn_done=self._turn_done,
         )
         self._unasked: queue.Queue[AnnounceJob | NoticeJob] = queue.Queue()
@@ -69,12 +76,23 @@ class Device:
         self._session: str | None = None
         self._last_turn = 0.0
         self.notices: list[str] = []
-        stream = Keys(settings.key_prefix).announcements(edge.device)
         self.announcements = (
-            AnnouncementListener(settings.redis_url, stream, self.redis_link, self._announcement)
+            AnnouncementListener(self._feed(), self.redis_link, self._announcement)
             if announcements
             else None
         )
+
+    def _feed(self) -> Feed:
+        """Announcements through the gateway when the device uses one, else from Redis."""
+        if isinstance(self.client, GatewayClient):
+            return GatewayFeed(self.client)
+        stream = Keys(self.settings.key_prefix).announcements(self.edge.device)
+        return RedisFeed(self.settings.redis_url, stream, block_ms=2000)
+
+    def _server_answers(self) -> bool:
+        if isinstance(self.client, GatewayClient):
+            return self.client.ping()
+        return redis_answers(self.settings.redis_url)
 
     @property
     def turns(self) -> list[TurnRecord]:
@@ -85,7 +103,7 @@ class Device:
         """Listen until the source ends (a file, stdin) or forever (the microphone)."""
         self.display.info(
             f"device {self.edge.device} listening for {' / '.join(self.listener.wake.names)}, "
-            f"server {redact(self.settings.redis_url)}"
+            f"server {self.settings.gateway_url or redact(self.settings.redis_url)}"
         )
         self.responder.start()
         if self.announcements is not None:
@@ -180,7 +198,7 @@ class Device:
 
     def _link_down(self, name: str, reason: str) -> None:
         text = (
-            "Cannot reach the server (Redis); still listening, retrying."
+            "Cannot reach the server; still listening, retrying."
             if name == "redis"
             else "The server's workers are not answering; still listening."
         )

@@ -20,7 +20,8 @@ from edge.earcons import earcon
 from edge.frames import RATE
 from edge.link import Link, is_connection_error
 from edge.player import Played, Player
-from voxqueue.client import Client, InputError, Turn
+from voxqueue.client import InputError, Turn
+from voxqueue.connect import AnyClient
 from voxqueue.contracts import ErrorCode
 from voxqueue.turns import StreamEntry
 
@@ -31,13 +32,25 @@ UNREACHABLE = "Sorry, I can't reach the server right now."
 
 
 class ShownTurn(Turn):
-    """A turn whose events are shown as they are read (also while its reply plays)."""
+    """A turn whose events are shown as they are read (also while its reply plays); it reads
+    and cancels through the turn it wraps (Redis, or the gateway)."""
 
     def __init__(self, turn: Turn, show: Callable[[StreamEntry], None]) -> None:
         super().__init__(turn.client, turn.spec)
+        self.inner = turn
         self._show = show
         self.seen: set[str] = set()
         """The event types read so far."""
+
+    def _read(self, block_ms: int) -> list[StreamEntry]:
+        self.inner._last_id = self._last_id
+        return self.inner._read(block_ms)
+
+    def _give_up(self) -> bool:
+        return self.inner._give_up()
+
+    def cancel(self, reason: str = "cancelled by the caller") -> None:
+        self.inner.cancel(reason)
 
     def events(self, timeout: float | None = None) -> Iterator[StreamEntry]:
         shown = len(self._entries)
@@ -102,7 +115,7 @@ class Responder:
 
     def __init__(
         self,
-        client: Client,
+        client: AnyClient,
         player: Player,
         display: Display,
         *,

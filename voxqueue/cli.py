@@ -14,7 +14,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from voxqueue.cli_gateway import devices_app
+from voxqueue.cli_gateway import gateway as gateway_command
 from voxqueue.client import Client, InputError, Turn, Unavailable
+from voxqueue.connect import connect_client
 from voxqueue.contracts import TurnResult
 from voxqueue.redis_conn import redact
 from voxqueue.settings import QUEUES, get_settings
@@ -86,8 +89,8 @@ def ask(text: str, session: SessionOpt = None, audio_out: AudioOpt = None,
         json: JsonOpt = False, device: DeviceOpt = None, deadline: TimeoutOpt = None,
         events: Annotated[bool, typer.Option(help="Show events as they arrive.")] = False,
         speak: Annotated[bool, typer.Option(help="Synthesize the reply.")] = True) -> None:
-    """Ask a question in text; print the reply."""
-    with Client() as client:
+    """Ask a question in text; print the reply (through the gateway when one is set)."""
+    with connect_client() as client:
         try:
             turn = client.ask(text, session=session, device=device, deadline_s=deadline,
                               speak=speak or audio_out is not None)
@@ -102,7 +105,7 @@ def say(wav: Path, session: SessionOpt = None, audio_out: AudioOpt = None,
         json: JsonOpt = False, device: DeviceOpt = None, deadline: TimeoutOpt = None,
         events: Annotated[bool, typer.Option(help="Show events as they arrive.")] = False) -> None:
     """Send a spoken question (a WAV file); print the transcript and reply."""
-    with Client() as client:
+    with connect_client() as client:
         try:
             turn = client.say(wav, session=session, device=device, deadline_s=deadline)
         except (InputError, Unavailable) as exc:
@@ -181,9 +184,14 @@ def _start_machine(sup: Supervisor, counts: dict[str, int], *, beat: bool,
     sup.start("exporter", [sys.executable, "-m", "voxqueue.cli", "exporter"],
               inherit_output=True)
     if flower:
+        from voxqueue.supervisor import flower_credentials
+
         sup.start("flower", sup.flower_argv(), sup.flower_env(), inherit_output=True)
+        creds = flower_credentials(sup.settings)
+        where = ("from VOXQUEUE_FLOWER_PASSWORD" if creds.source == "VOXQUEUE_FLOWER_PASSWORD"
+                 else f"in {creds.source}")
         out.print(f"Flower: http://127.0.0.1:{sup.settings.flower_port} "
-                  f"(user {sup.settings.flower_user})")
+                  f"(user {creds.user}, password {where})")
 
 
 @app.command()
@@ -291,6 +299,9 @@ def demo(
     if result.status != "ok":
         raise typer.Exit(1)
 
+
+app.add_typer(devices_app, name="devices")
+app.command("gateway")(gateway_command)
 
 sessions_app = typer.Typer(help="List, show and clear sessions (chat histories).",
                            invoke_without_command=True)

@@ -137,6 +137,13 @@ class Client:
                                      enqueued_at=time.time()))
         return Turn(self, spec)
 
+    def ping(self) -> bool:
+        """Whether Redis answers now."""
+        try:
+            return bool(self.redis.ping())
+        except redis.RedisError:
+            return False
+
     def turn(self, turn_id: str) -> Turn:
         """A handle on an existing turn."""
         return Turn(self, self.store.spec(turn_id))
@@ -224,22 +231,21 @@ class Turn:
         """Yield entries as they arrive, until ``run-end``.
 
         Past the deadline (plus a grace period) with no ``run-end``, the client ends the turn
-        itself with a timeout error, so a caller never waits forever; while Redis is
+        itself with a timeout error, so a caller never waits forever; while the server is
         unreachable it keeps trying until then, and ends the turn locally if it must.
         """
         yield from self._entries
-        store = self.client.store
         give_up = min(self.spec.deadline + DEADLINE_GRACE_S,
                       time.time() + timeout if timeout is not None else float("inf"))
-        redis_error: str | None = None
+        unreachable: str | None = None
         ended_by_us = False
         while not self._done:
             wait_ms = int(max(0.05, min(1.0, give_up - time.time())) * 1000)
             try:
-                entries = store.read(self.turn_id, self._last_id, block_ms=wait_ms)
-                redis_error = None
-            except redis.RedisError as exc:
-                redis_error = f"{exc.__class__.__name__}: {exc}"
+                entries = self._read(wait_ms)
+                unreachable = None
+            except (redis.RedisError, Unavailable) as exc:
+                unreachable = f"{exc.__class__.__name__}: {exc}"
                 entries = []
                 time.sleep(min(0.5, max(0.0, give_up - time.time())))
             for entry in entries:
@@ -251,18 +257,29 @@ class Turn:
             if not self._done and time.time() >= give_up:
                 if timeout is not None and give_up < self.spec.deadline + DEADLINE_GRACE_S:
                     raise TimeoutError(f"turn {self.turn_id} still running after {timeout} s")
-                if redis_error is None and not ended_by_us:
-                    # Ends it, or finds it ended: either way its run-end is on the stream now.
-                    store.finish(self.spec, "timeout", (
-                        ErrorCode.TIMEOUT, "no reply before the turn's deadline"))
+                if unreachable is None and not ended_by_us:
                     ended_by_us = True
+                    if self._give_up():  # its run-end is on the stream now: read it
+                        continue
+                    yield from self._end_locally(ErrorCode.TIMEOUT,
+                                                 "no reply before the turn's deadline")
                     continue
-                if redis_error is None:  # ended, yet no run-end to read (the stream expired)
+                if unreachable is None:  # ended, yet no run-end to read (the stream expired)
                     yield from self._end_locally(ErrorCode.TIMEOUT,
                                                  "the turn ended but its events are gone")
                     continue
                 yield from self._end_locally(ErrorCode.REDIS_UNAVAILABLE,
-                                             f"Redis is unreachable ({redis_error})")
+                                             f"the server is unreachable ({unreachable})")
+
+    def _read(self, block_ms: int) -> list[StreamEntry]:
+        """The entries after the last one read, waiting up to ``block_ms`` for the first."""
+        return self.client.store.read(self.turn_id, self._last_id, block_ms=block_ms)
+
+    def _give_up(self) -> bool:
+        """End the overdue turn at the server (or find it ended); False when it cannot."""
+        self.client.store.finish(self.spec, "timeout", (
+            ErrorCode.TIMEOUT, "no reply before the turn's deadline"))
+        return True
 
     def _end_locally(self, code: ErrorCode, message: str) -> Iterator[StreamEntry]:
         """End the turn in this process when Redis cannot be reached to record the end."""

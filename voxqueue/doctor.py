@@ -14,6 +14,7 @@ import redis
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import redact
 from voxqueue.settings import QUEUES, Settings
+from voxqueue.supervisor import OLD_FLOWER_PASSWORD, flower_password_file
 
 
 @dataclass(frozen=True)
@@ -102,9 +103,15 @@ def check_flower(settings: Settings) -> list[Check]:
     except (urllib.error.URLError, OSError) as exc:
         out.append(Check("flower", False, f"{url}: {exc}",
                          "run: celery -A workers flower (voxqueue up does)", warning=True))
-    weak = settings.flower_password.get_secret_value() in ("voxqueue", "admin", "")
-    out.append(Check("flower auth", not weak, "default password" if weak else "password set",
-                     "set VOXQUEUE_FLOWER_PASSWORD" if weak else "", warning=weak))
+    chosen = settings.flower_password.get_secret_value() if settings.flower_password else ""
+    if chosen in ("", OLD_FLOWER_PASSWORD):
+        out.append(Check("flower auth", True, "a made-up password, kept in "
+                         f"{flower_password_file(settings)} (voxqueue up makes it)"))
+        return out
+    weak = chosen in ("admin", settings.flower_user) or len(chosen) < 8
+    out.append(Check("flower auth", not weak, "weak password" if weak else "password set",
+                     "set a longer VOXQUEUE_FLOWER_PASSWORD, or unset it" if weak else "",
+                     warning=weak))
     return out
 
 
@@ -197,6 +204,9 @@ def _our_family(prefix: str, parts: list[str]) -> str:
         if out[-1] == "once":  # a guard's name may hold ids too
             out.append("*")
             break
+        if out[-1] == "owner" and part in ("device", "session"):  # vq:owner:device:<id>:memory
+            out.append(part)
+            continue
         out.append("*" if out[-1] in _ID_FOLLOWS or part.isdigit() else part)
     return ":".join([prefix, *out])
 

@@ -37,6 +37,10 @@ class Keys:
     def tool_outcome(self, turn_id: str, call_id: str) -> str:
         return f"{self.prefix}:turn:{turn_id}:tool:{call_id}"
 
+    def turn_untrusted(self, turn_id: str) -> str:
+        """String: why the turn read untrusted content (a tool's name, or "alert")."""
+        return f"{self.prefix}:turn:{turn_id}:untrusted"
+
     def tts_done(self, turn_id: str) -> str:
         """Set: sequence numbers of sentences fully synthesized."""
         return f"{self.prefix}:turn:{turn_id}:tts-done"
@@ -79,6 +83,18 @@ class Keys:
         """List: monitor alerts waiting to be injected at the session's next turn."""
         return f"{self.prefix}:session:{session_id}:alerts"
 
+    def session_announcements(self, session_id: str) -> str:
+        """Stream: what the server says unasked to a session without a device (its timers)."""
+        return f"{self.prefix}:session:{session_id}:announce"
+
+    def session_untrusted(self, session_id: str) -> str:
+        """String: the session's history holds untrusted content (set with the turn's)."""
+        return f"{self.prefix}:session:{session_id}:untrusted"
+
+    def pending_actions(self, session_id: str) -> str:
+        """Hash: side effects waiting for the person's yes (tool and arguments -> JSON)."""
+        return f"{self.prefix}:session:{session_id}:pending-actions"
+
     def sessions(self) -> str:
         """Sorted set: session ids scored by last use."""
         return f"{self.prefix}:sessions"
@@ -96,6 +112,22 @@ class Keys:
         """List: monitor alerts waiting to be injected at the device's next turn."""
         return f"{self.prefix}:device:{device}:alerts"
 
+    def devices(self) -> str:
+        """Hash: device name -> JSON (created_at, token_hash)."""
+        return f"{self.prefix}:devices"
+
+    def device_tokens(self) -> str:
+        """Hash: SHA-256 of a device token -> device name."""
+        return f"{self.prefix}:device-tokens"
+
+    def device_seen(self) -> str:
+        """Hash: device name -> when the gateway last heard from it."""
+        return f"{self.prefix}:device-seen"
+
+    def device_rate(self, device: str, window: int) -> str:
+        """Counter: a device's requests in one rate-limit window."""
+        return f"{self.prefix}:device:{device}:rate:{window}"
+
     # -- monitors --------------------------------------------------------------------------
     def monitors(self) -> str:
         """Hash: monitor name -> its definition (JSON)."""
@@ -109,7 +141,7 @@ class Keys:
         """Prefix of beat's schedule entries and lock in Redis (celery-redbeat)."""
         return f"{self.prefix}:redbeat:"
 
-    # -- tools' own state (owner: the device that asked, else the session) -------------------
+    # -- tools' own state (owner: "device:<name>" that asked, else "session:<id>") ----------
     def timers_due(self) -> str:
         """Sorted set: pending timer and reminder ids scored by due time (epoch seconds)."""
         return f"{self.prefix}:timers:due"
@@ -125,6 +157,10 @@ class Keys:
     def memory(self, owner: str) -> str:
         """Hash: fact id -> JSON of a fact the owner asked to be remembered."""
         return f"{self.prefix}:owner:{owner}:memory"
+
+    def monitor_creates(self, owner: str) -> str:
+        """Sorted set: when the owner created monitors through the tool (the rate limit)."""
+        return f"{self.prefix}:owner:{owner}:monitor-creates"
 
     def recent_turn_ms(self) -> str:
         """List: durations (ms) of the most recently ended turns, newest first."""

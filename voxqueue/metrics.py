@@ -2,7 +2,9 @@
 
 Every ended turn is announced on one Redis Stream; the exporter reads each such turn's events
 and observes its histograms (queue waits, stage and provider times, time to first audio), and
-samples queue depths and live workers per queue.
+samples queue depths and live workers per queue. A tool call is labelled with its tool's name
+only when the name is one the workers offer; any other name (a model's or a client's
+invention) is counted as ``other``, so the label's values stay few.
 """
 
 from __future__ import annotations
@@ -26,10 +28,16 @@ _START_QUEUE = {"stt-start": "stt", "agent-step": "agent", "tool-start": "tools"
                 "tts-start": "tts"}
 
 
-class TurnMetrics:
-    """The exporter's metrics, on a registry of their own."""
+#: The ``tool`` label of a call to a name that is not a known tool.
+OTHER_TOOL = "other"
 
-    def __init__(self) -> None:
+
+class TurnMetrics:
+    """The exporter's metrics, on a registry of their own; ``tool_names``: the tools whose
+    names may be ``tool`` labels."""
+
+    def __init__(self, tool_names: Iterable[str] = ()) -> None:
+        self.tool_names = frozenset(tool_names)
         self.registry = CollectorRegistry()
         r = self.registry
         self.queue_wait = Histogram("voxqueue_queue_wait_seconds",
@@ -71,7 +79,8 @@ class TurnMetrics:
                 if d.get("ttfb_ms") is not None:
                     self.ttfb.labels(stage, provider).observe(float(d["ttfb_ms"]) / 1000)
             elif ev.type == "tool-end":
-                self.tool.labels(str(d.get("name")), str(bool(d.get("ok"))).lower()).observe(
+                self.tool.labels(self.tool_label(d.get("name")),
+                                 str(bool(d.get("ok"))).lower()).observe(
                     float(d.get("ms", 0)) / 1000)
             elif ev.type == "tts-chunk" and first_audio is None:
                 first_audio = ev.ts
@@ -81,16 +90,25 @@ class TurnMetrics:
                 self.turns.labels(status).inc()
                 self.turn.labels(status).observe(max(0.0, ev.ts - spec.created_at))
 
+    def tool_label(self, name: object) -> str:
+        """``name`` when it is a known tool's, else ``other``."""
+        return name if isinstance(name, str) and name in self.tool_names else OTHER_TOOL
+
 
 class Exporter:
     """Reads ended turns from Redis and serves the metrics over HTTP."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, tool_names: Iterable[str] | None = None) -> None:
+        """``tool_names``: default, the tools workers with the same settings offer."""
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
         self.redis = connect(settings)
         self.store = TurnStore(self.redis, self.keys, settings.turn_ttl_s, settings.session_ttl_s)
-        self.metrics = TurnMetrics()
+        if tool_names is None:
+            from workers.tools.listing import offered_tool_names
+
+            tool_names = offered_tool_names(settings)
+        self.metrics = TurnMetrics(tool_names)
         self._stop = threading.Event()
         self._celery: Any = None  # built on the first sample, reused after
 

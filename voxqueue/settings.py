@@ -7,6 +7,7 @@ The providers' own variables are honoured as their SDKs document them:
 from __future__ import annotations
 
 from functools import lru_cache
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
@@ -48,6 +49,8 @@ class Settings(BaseSettings):
 
     # -- turns ------------------------------------------------------------------------------
     turn_deadline_s: float = 60.0
+    max_deadline_s: float = 300.0
+    """The longest deadline a turn may ask for; the gateway and every worker enforce it."""
     max_steps: int = 8
     turn_ttl_s: int = 3600
     """How long a turn's events, audio and state stay in Redis."""
@@ -132,6 +135,31 @@ class Settings(BaseSettings):
     mcp_servers: list[dict[str, Any]] = Field(default_factory=list)
     """MCP servers: ``{"name", "command": [...]} `` (stdio) or ``{"name", "url"}`` (HTTP)."""
 
+    # -- what the model may do (prompt injection: side effects need the person) --------------
+    fetch_allowed_hosts: str = ""
+    """Comma-separated hosts ``fetch_url`` may open (and their subdomains) besides those the
+    person names in the turn's own words."""
+    ha_allowed_services: str = (
+        "light.turn_on,light.turn_off,light.toggle,switch.turn_on,switch.turn_off,switch.toggle,"
+        "media_player.media_play,media_player.media_pause,media_player.media_play_pause,"
+        "media_player.media_stop,media_player.media_next_track,"
+        "media_player.media_previous_track,media_player.volume_set,media_player.volume_up,"
+        "media_player.volume_down,media_player.volume_mute"
+    )
+    """Comma-separated Home Assistant services (``domain.service``, ``*`` patterns) the model
+    may call; locks, alarms and covers are not among the defaults."""
+    ha_exposed_entities: str = "light.*,switch.*,media_player.*,climate.*,sensor.*"
+    """Comma-separated entity patterns (``light.*``, ``sensor.kitchen_*``) the model may read
+    or act on, like Home Assistant's "exposed entities"."""
+    confirm_ttl_s: int = 120
+    """How long a side effect waiting for the person's spoken yes stays pending, in seconds."""
+    max_tool_calls_per_answer: int = Field(default=8, ge=1)
+    """Tool calls run from one model answer; further ones get an error message instead."""
+    alert_max_chars: int = Field(default=300, ge=20)
+    """Characters of one monitor alert shown to the model (the rest is cut)."""
+    alerts_max_per_turn: int = Field(default=5, ge=1)
+    """Monitor alerts shown to the model at the start of one turn (older ones are counted)."""
+
     # -- context window ---------------------------------------------------------------------
     context_limits: dict[str, int] = Field(default_factory=lambda: {
         "gpt-4o-mini": 128_000, "gpt-4o": 128_000, "gpt-4.1": 1_047_576,
@@ -152,13 +180,31 @@ class Settings(BaseSettings):
     "device"?, "session"?}`` (JSON in the environment)."""
     monitor_min_every_s: float = 10.0
     monitor_max_count: int = 100
+    monitor_creates_per_hour: int = Field(default=10, ge=0)
+    """Monitors one owner (a device, else a session) may create through the tool per hour."""
     monitor_error_window_s: float = 300.0
     """How far back the provider error-rate monitor looks, in seconds."""
+
+    # -- the device gateway (``voxqueue gateway``) ------------------------------------------------
+    gateway_url: str | None = None
+    """Where a device reaches the server (``https://host:8765``); unset: straight to Redis, for
+    a trusted single machine."""
+    device_token: SecretStr | None = None
+    """The device's own token (``voxqueue devices add NAME``), sent to the gateway."""
+    gateway_host: str = "127.0.0.1"
+    gateway_port: int = 8765
+    gateway_turns_per_minute: int = 30
+    """Turns (and cancels) one device may start per minute; more get 429 with Retry-After."""
 
     # -- dashboard --------------------------------------------------------------------------
     flower_port: int = 5555
     flower_user: str = "admin"
-    flower_password: SecretStr = SecretStr("voxqueue")
+    flower_password: SecretStr | None = None
+    """Flower's basic-auth password. Unset, or the old default ``voxqueue`` (refused): a random
+    one is made once and kept in ``flower_password_file``."""
+    flower_password_file: Path | None = None
+    """Where the made-up Flower password is kept (mode 0600); unset:
+    ``$XDG_CONFIG_HOME/voxqueue/flower-password`` (``~/.config/voxqueue/flower-password``)."""
 
     metrics_port: int = 9464
     """Port of the Prometheus exporter (``voxqueue exporter``, started by ``voxqueue up``)."""

@@ -5,7 +5,9 @@
 
 One Deployment and one KEDA ScaledObject (on the queue's Redis list length) per queue; beat as a
 single replica; Flower and the exporter. Secrets come from the Secret ``voxqueue-secrets``
-(keys: redis-url, redis-password, openai-api-key, elevenlabs-api-key, flower-basic-auth).
+(keys: redis-url, redis-password, openai-api-key, elevenlabs-api-key, flower-basic-auth) as
+environment variables, never in a command line; a provider key goes only to the workers of the
+queues that call that provider (``PROVIDER_KEYS``).
 """
 
 from __future__ import annotations
@@ -28,17 +30,27 @@ SCALING = {"stt": (10, 5), "agent": (10, 10), "tools": (10, 10), "tts": (20, 5),
            "monitor": (2, 20)}
 
 
-def env() -> list[dict[str, Any]]:
-    def secret(name: str, key: str, optional: bool = False) -> dict[str, Any]:
-        ref: dict[str, Any] = {"name": "voxqueue-secrets", "key": key}
-        if optional:
-            ref["optional"] = True
-        return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+#: The provider keys (variable, key in the Secret) each queue's workers need; every other pod
+#: (tools, monitor, beat, Flower, the exporter) gets none.
+PROVIDER_KEYS: dict[str, list[tuple[str, str]]] = {
+    "stt": [("OPENAI_API_KEY", "openai-api-key")],
+    "agent": [("OPENAI_API_KEY", "openai-api-key")],
+    "tts": [("ELEVENLABS_API_KEY", "elevenlabs-api-key")],
+}
 
+
+def secret(name: str, key: str, optional: bool = False) -> dict[str, Any]:
+    """An environment variable from the Secret ``voxqueue-secrets``."""
+    ref: dict[str, Any] = {"name": "voxqueue-secrets", "key": key}
+    if optional:
+        ref["optional"] = True
+    return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+
+
+def env() -> list[dict[str, Any]]:
+    """What every pod gets: the Redis URL (with its password) and the soft shutdown signal."""
     return [
         secret("VOXQUEUE_REDIS_URL", "redis-url"),
-        secret("OPENAI_API_KEY", "openai-api-key", optional=True),
-        secret("ELEVENLABS_API_KEY", "elevenlabs-api-key", optional=True),
         {"name": "REMAP_SIGTERM", "value": "SIGQUIT"},
     ]
 
@@ -83,7 +95,12 @@ def worker(queue: str) -> dict[str, Any]:
     return deployment(f"worker-{queue}", [
         "celery", "-A", "workers", "worker", "-Q", queue, "-n", f"{queue}@$(POD_NAME)",
         "-P", pool, "-c", str(concurrency), "--prefetch-multiplier", "1", "-E"],
-        replicas=DEFAULT_PROCESSES.get(queue, 1), extra_env=[POD_NAME])
+        replicas=DEFAULT_PROCESSES.get(queue, 1), extra_env=[*provider_env(queue), POD_NAME])
+
+
+def provider_env(queue: str) -> list[dict[str, Any]]:
+    """The provider keys of ``queue``'s workers (optional: an offline provider needs none)."""
+    return [secret(name, key, optional=True) for name, key in PROVIDER_KEYS.get(queue, [])]
 
 
 def scaled_object(queue: str) -> dict[str, Any]:
@@ -123,7 +140,11 @@ def manifests() -> list[dict[str, Any]]:
     port = Settings(_env_file=None).metrics_port
     docs.append(deployment("exporter", ["voxqueue", "exporter", "--address", "0.0.0.0"],
                            port=port))
-    for name, p in (("flower", 5555), ("exporter", port)):
+    # The devices' only way in (put TLS in front: an Ingress, or --certfile/--keyfile).
+    gateway_port = Settings(_env_file=None).gateway_port
+    docs.append(deployment("gateway", ["voxqueue", "gateway", "--host", "0.0.0.0"],
+                           replicas=2, port=gateway_port))
+    for name, p in (("flower", 5555), ("exporter", port), ("gateway", gateway_port)):
         docs.append({"apiVersion": "v1", "kind": "Service",
                      "metadata": {"name": f"voxqueue-{name}"},
                      "spec": {"selector": {"app": "voxqueue", "component": name},

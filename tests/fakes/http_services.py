@@ -9,6 +9,7 @@ One aiohttp server in a background thread, with a path prefix per service:
 - ``/ha/api/...``         Home Assistant (Bearer token ``ha-test-token``)
 - ``/hook``, ``/ntfy/{topic}``  notification webhook and ntfy topic
 - ``/web/...``            pages for fetch_url: html, text, json, binary, big, slow, redirects
+- ``/moved/{port}/...``   any method: 307 to the same path on ``127.0.0.1:{port}``
 
 Every request is recorded (``requests``); ``settings()`` gives the tool settings pointing here.
 """
@@ -221,6 +222,7 @@ class FakeServices:
         r.add_get("/web/redirect-loop", self._redirect_loop)
         r.add_get("/web/missing", _fixed(lambda: web.Response(status=404, text="nope")))
         r.add_get("/web/host", self._host)
+        r.add_route("*", "/moved/{port}/{tail:.*}", self._moved)
         return app
 
     @web.middleware
@@ -378,6 +380,10 @@ class FakeServices:
     async def _redirect(self, request: web.Request) -> web.Response:
         to = request.query.get("to", self.redirect_target)
         raise web.HTTPFound(to)
+
+    async def _moved(self, request: web.Request) -> web.Response:
+        port, tail = request.match_info["port"], request.match_info["tail"]
+        raise web.HTTPTemporaryRedirect(f"http://127.0.0.1:{port}/{tail}")
 
     async def _redirect_loop(self, request: web.Request) -> web.Response:
         raise web.HTTPFound("/web/redirect-loop")

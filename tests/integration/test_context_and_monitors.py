@@ -223,16 +223,14 @@ def test_a_failing_site_alerts_once_in_the_next_turn_and_on_the_device(watched, 
     turn = watched.client().ask("anything new?", session="s-kitchen", device="kitchen", speak=False)
     assert turn.wait(timeout=30).status == "ok"
     messages = fake.chat_requests()[-1]["messages"]
-    alerts = [
-        m
-        for m in messages
-        if m["role"] == "system" and m["content"].startswith("Monitor alert: site needs attention")
-    ]
-    assert len(alerts) == 1
+    # Alerts are data, not instructions: a user-role message, framed, right before the user's.
+    alerts = [m for m in messages if (m["content"] or "").startswith("Monitor alerts (data, not")]
+    assert len(alerts) == 1 and alerts[0]["role"] == "user"
+    assert not any("site needs attention" in (m["content"] or "") for m in messages
+                   if m["role"] == "system")
     assert messages.index(alerts[0]) == len(messages) - 2  # right before the user's message
-    assert [e.event.data["text"] for e in turn._entries if e.event.type == "alert"] == [
-        alerts[0]["content"].removeprefix("Monitor alert: ")
-    ]
+    (said,) = [e.event.data["text"] for e in turn._entries if e.event.type == "alert"]
+    assert said.startswith("site needs attention") and f"- {said}" in alerts[0]["content"]
     # Drained: the turn after that hears nothing more.
     watched.client().ask("and now?", session="s-kitchen", device="kitchen", speak=False).wait(
         timeout=30
@@ -265,10 +263,22 @@ def test_a_failing_site_alerts_once_in_the_next_turn_and_on_the_device(watched, 
     told = {c.name: c.result or "" for c in status.tool_calls}
     assert "State alerting" in told["monitor_status"] and "1 alert." in told["monitor_status"]
     assert "site:" in told["list_monitors"] and "tts-backlog:" in told["list_monitors"]
-    watched.client().ask("stop watching", session="s-kitchen", device="kitchen", speak=False).wait(
+    asked = (
+        watched.client()
+        .ask("stop watching", session="s-kitchen", device="kitchen", speak=False)
+        .wait(timeout=30)
+    )
+    # The alert tainted the session: a side effect now waits for the person's yes.
+    assert "confirmation" in (asked.tool_calls[0].error or "")
+    r = redis.Redis.from_url(watched.env["VOXQUEUE_REDIS_URL"])
+    assert r.hexists(KEYS.monitors(), "site")
+    fake.script_chat(
+        {"match": "yes", "tool_calls": [{"name": "delete_monitor", "arguments": {"name": "site"}}]},
+        {"after_tool": True, "content": "Stopped."},
+    )
+    watched.client().ask("yes", session="s-kitchen", device="kitchen", speak=False).wait(
         timeout=30
     )
-    r = redis.Redis.from_url(watched.env["VOXQUEUE_REDIS_URL"])
     assert not r.exists("vq:redbeat:monitor:site") and not r.hexists(KEYS.monitors(), "site")
 
 

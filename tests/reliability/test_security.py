@@ -423,7 +423,10 @@ def test_fetch_url_refuses_the_metadata_address_and_loopback_names(client, fake,
         },
         {"after_tool": True, "content": "I can't open those."},
     )
-    result = case.check(client.ask("fetch the metadata", session="rel-ssrf", speak=False))
+    # The person names them (fetch_url opens only hosts named in the turn): the address
+    # guard is what refuses them.
+    said = "fetch the metadata: " + " ".join(urls.values())
+    result = case.check(client.ask(said, session="rel-ssrf", speak=False))
     assert result.status == "ok", result.error
     messages = fake.chat_requests()[-1]["messages"]
     out = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
@@ -451,7 +454,8 @@ def test_fetch_url_refuses_a_redirect_to_the_metadata_address(
             {"after_tool": True, "content": "That page is off limits."},
         )
         result = case.check(
-            guarded.client().ask("follow the redirect", session="rel-redirect", speak=False)
+            guarded.client().ask(f"follow the redirect {page}", session="rel-redirect",
+                                 speak=False)
         )
         assert services.requests_to("/web/redirect"), "the allow-listed page was never asked"
     assert result.status == "ok", result.error

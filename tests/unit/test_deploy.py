@@ -50,10 +50,17 @@ def test_compose_offline_override_uses_processes_for_models():
 
 
 def test_compose_redis_flower_and_beat():
-    services = compose()["services"]
+    doc = compose()
+    services = doc["services"]
     redis_cmd = " ".join(services["redis"]["command"])
-    assert "--appendonly yes" in redis_cmd and "--requirepass" in redis_cmd
-    assert "--maxmemory-policy noeviction" in redis_cmd
+    assert "--appendonly yes" in redis_cmd and "--maxmemory-policy noeviction" in redis_cmd
+    # The password: a secret from REDIS_PASSWORD, into a config file, and REDISCLI_AUTH.
+    assert doc["secrets"]["redis_password"] == {"environment": "REDIS_PASSWORD"}
+    assert services["redis"]["secrets"] == ["redis_password"]
+    entrypoint = " ".join(services["redis"]["entrypoint"])
+    assert "requirepass" in entrypoint and "/run/secrets/redis_password" in entrypoint
+    assert "exec docker-entrypoint.sh redis-server" in entrypoint  # the image drops to redis
+    assert "REDISCLI_AUTH=" in " ".join(services["redis"]["healthcheck"]["test"])
     beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
     assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1
     from voxqueue.supervisor import BEAT_SCHEDULER
@@ -74,6 +81,93 @@ def test_compose_environment_names_are_real_settings_and_shutdown_is_graceful():
         if "worker" in service.get("command", []):
             assert service["environment"]["REMAP_SIGTERM"] == "SIGQUIT"
             assert int(service["stop_grace_period"].rstrip("s")) > soft
+
+
+CANARY = "canary-Redis-pw-41"
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's variable substitution: ``${VAR}``, ``${VAR:-default}``, ``${VAR:?error}``,
+    ``$VAR`` and ``$$`` (a literal ``$``, left for the container's shell)."""
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "$$":
+            return "$$"
+        name = m.group(1) or m.group(3)
+        return env.get(name, m.group(2)[2:] if m.group(2) and m.group(2).startswith(":-") else "")
+
+    return re.sub(r"\$\$|\$\{(\w+)(:[-?][^}]*)?\}|\$(\w+)", one, text)
+
+
+def compose_files() -> list[dict]:
+    env = {"REDIS_PASSWORD": CANARY, "FLOWER_BASIC_AUTH": f"admin:{CANARY}",
+           "OPENAI_API_KEY": CANARY, "ELEVENLABS_API_KEY": CANARY}
+    return [yaml.safe_load(interpolate((DEPLOY / name).read_text(), env))
+            for name in ("docker-compose.yml", "docker-compose.offline.yml")]
+
+
+def argv_lists(service: dict) -> list[str]:
+    """What a service puts on command lines: entrypoint, command, healthcheck test."""
+    parts = [service.get("entrypoint"), service.get("command"),
+             service.get("healthcheck", {}).get("test")]
+    return [" ".join(p) if isinstance(p, list) else str(p) for p in parts if p]
+
+
+def test_no_password_on_any_command_line_in_compose():
+    """``ps`` shows argv: the Redis password must be in none, not even through a variable that
+    the container's shell would expand into one."""
+    doc = compose_files()[0]
+    assert CANARY in doc["services"]["worker-stt"]["environment"]["VOXQUEUE_REDIS_URL"]
+    for text in (t for d in compose_files() for s in d["services"].values() for t in argv_lists(s)):
+        assert CANARY not in text
+        assert "REDIS_PASSWORD" not in text  # e.g. redis-cli -a "$REDIS_PASSWORD"
+        assert not re.search(r"--requirepass|redis-cli[^|]*\s(-a|--pass|--user)\s", text), text
+
+
+def test_no_password_in_kubernetes_commands():
+    docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "voxqueue.yaml").read_text()))
+    for dep in (d for d in docs if d["kind"] == "Deployment"):
+        for container in dep["spec"]["template"]["spec"]["containers"]:
+            from_secrets = {e["name"] for e in container["env"]
+                            if "secretKeyRef" in e.get("valueFrom", {})}
+            argv = " ".join(container.get("command", []) + container.get("args", []))
+            assert not set(re.findall(r"\$\((\w+)\)", argv)) & from_secrets, argv
+            assert "requirepass" not in argv and "redis://" not in argv
+    auth = next(d for d in docs if d["kind"] == "TriggerAuthentication")
+    assert auth["spec"]["secretTargetRef"][0]["key"] == "redis-password"
+
+
+PROVIDER_KEYS = {"OPENAI_API_KEY", "ELEVENLABS_API_KEY"}
+NEEDS = {"stt": {"OPENAI_API_KEY"}, "agent": {"OPENAI_API_KEY"}, "tts": {"ELEVENLABS_API_KEY"}}
+
+
+def test_provider_keys_only_reach_the_workers_that_call_providers():
+    docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "voxqueue.yaml").read_text()))
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    assert {"voxqueue-flower", "voxqueue-exporter", "voxqueue-beat",
+            "voxqueue-gateway"} <= set(deployments)
+    for name, dep in deployments.items():
+        container = dep["spec"]["template"]["spec"]["containers"][0]
+        keys = {e["name"] for e in container["env"]} & PROVIDER_KEYS
+        queue = name.removeprefix("voxqueue-worker-") if "-worker-" in name else ""
+        assert keys == NEEDS.get(queue, set()), name
+    services = compose()["services"]
+    for name, service in services.items():
+        keys = set(service.get("environment", {})) & PROVIDER_KEYS
+        assert keys == NEEDS.get(name.removeprefix("worker-"), set()), name
+
+
+def test_the_gateway_is_shipped_as_the_devices_way_in():
+    docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "voxqueue.yaml").read_text()))
+    (gateway,) = [d for d in docs if d["kind"] == "Deployment"
+                  and d["metadata"]["name"] == "voxqueue-gateway"]
+    container = gateway["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"][:2] == ["voxqueue", "gateway"]
+    assert gateway["spec"]["replicas"] >= 2
+    assert any(d["kind"] == "Service" and d["metadata"]["name"] == "voxqueue-gateway"
+               for d in docs)
+    service = compose()["services"]["gateway"]
+    assert service["command"][:2] == ["voxqueue", "gateway"]
+    assert "gateway" in (DEPLOY / "Dockerfile.workers").read_text()
 
 
 @pytest.mark.skipif(shutil.which("docker") is None, reason="no docker client")

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 import pytest
 import redis
 
-from edge.announcements import Announcement, AnnouncementListener
+from edge.announcements import Announcement, AnnouncementListener, RedisFeed
 from edge.link import Backoff, Link
 from tests.conftest import RedisServer
 
@@ -25,8 +25,8 @@ class Heard:
         self.link_events: list[str] = []
         link = Link("redis", lambda _n, _r: self.link_events.append("down"),
                     lambda _n: self.link_events.append("up"))
-        self.listener = AnnouncementListener(server.url, STREAM, link, self.items.append,
-                                             block_ms=200)
+        self.listener = AnnouncementListener(RedisFeed(server.url, STREAM, block_ms=200), link,
+                                             self.items.append, block_ms=200)
         # A long first delay: what is announced during it must be read after it.
         self.listener.backoff = Backoff(first_s=1.5, max_s=1.5)
 

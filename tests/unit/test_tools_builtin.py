@@ -33,7 +33,7 @@ from workers.tools.builtin._deps import owner, runtime, use_runtime
 from workers.tools.builtin.timer_store import TimerStore
 from workers.tools.context import ToolCall, set_current_call
 from workers.tools.executor import run_tool_call
-from workers.tools.net import BlockedURLError
+from workers.tools.net import BlockedURLError, RedirectRefusedError
 from workers.tools.registry import default_registry
 
 
@@ -91,9 +91,9 @@ def test_use_runtime_and_owner(rt):
     assert runtime() is rt
     assert owner() == "local"
     with in_call(device="hall"):
-        assert owner() == "hall"
+        assert owner() == "device:hall"
     with in_call(device=None, session="sess-9"):
-        assert owner() == "sess-9"
+        assert owner() == "session:sess-9"
 
 
 # -- time ---------------------------------------------------------------------------------------
@@ -217,7 +217,9 @@ def test_without_a_device_the_session_hears_it(rt):
     with in_call(device=None, session="sess-42"):
         timers.set_timer("1 second")
     TimerStore(rt.redis, rt.keys).fire_due(now=time.time() + 2)
-    assert [e["text"] for e in announcements(rt, "sess-42")] == ["Your 1 second timer is done."]
+    said = rt.redis.xrange(rt.keys.session_announcements("sess-42"))
+    assert [json.loads(f[b"e"])["text"] for _id, f in said] == ["Your 1 second timer is done."]
+    assert announcements(rt, "sess-42") == []  # not a device that shares the session's name
 
 
 def test_two_sweepers_fire_each_timer_exactly_once(rt):
@@ -252,7 +254,7 @@ def test_cancel_loses_to_a_fired_timer(rt):
     with in_call():
         timers.set_timer("1 second", "egg")
         store = TimerStore(rt.redis, rt.keys)
-        (item,) = store.pending("kitchen")
+        (item,) = store.pending("device:kitchen")
         store.fire_due(now=time.time() + 2)
         assert store.cancel(item) is False
 
@@ -435,16 +437,41 @@ def test_home_assistant(rt, services):
 def test_home_assistant_errors(rt, redis_server, services):
     with pytest.raises(ValueError, match=r"no entity 'light\.garage'"):
         home.home_assistant_state("light.garage")
-    with pytest.raises(ValueError, match=r"no service vacuum\.explode"):
+    with pytest.raises(PermissionError, match=r"vacuum\.explode is not allowed"):
         home.home_assistant_call("vacuum", "explode", "vacuum.robot")
-    with pytest.raises(ValueError, match="invalid domain"):
-        home.home_assistant_call("../admin", "x")
+    everything = make_runtime(
+        redis_server.url, services, ha_allowed_services="*", ha_exposed_entities="*"
+    )
+    with use_runtime(everything):
+        with pytest.raises(ValueError, match=r"no service vacuum\.explode"):
+            home.home_assistant_call("vacuum", "explode", "vacuum.robot")
+        with pytest.raises(ValueError, match="invalid domain"):
+            home.home_assistant_call("../admin", "x")
     bad_token = make_runtime(redis_server.url, services, home_assistant_token="wrong")
     with use_runtime(bad_token), pytest.raises(PermissionError, match="refused the token"):
         home.home_assistant_state("light.kitchen")
     unset = make_runtime(redis_server.url, services, home_assistant_url="")
     with use_runtime(unset), pytest.raises(RuntimeError, match="VOXQUEUE_HOME_ASSISTANT_URL"):
         home.home_assistant_state("light.kitchen")
+
+
+@pytest.mark.parametrize("where", ["another origin", "the same origin"])
+def test_home_assistant_does_not_follow_a_redirect(redis_server, services, where):
+    """The token and the body go to the configured URL only; a 3xx is an error to act on."""
+    with FakeServices() as other:
+        target = other if where == "another origin" else services
+        services.reset()
+        moved = make_runtime(
+            redis_server.url, services, home_assistant_url=f"{services.url}/moved/{target.port}/ha"
+        )
+        with use_runtime(moved):
+            with pytest.raises(RedirectRefusedError, match="VOXQUEUE_HOME_ASSISTANT_URL"):
+                home.home_assistant_call("light", "turn_on", "light.kitchen")
+            with pytest.raises(ConnectionError, match="HTTP 307"):
+                home.home_assistant_state("light.kitchen")
+        assert other.requests == []
+        assert services.requests_to("/ha/") == []
+        assert len(services.requests_to("/moved/")) == 2
 
 
 # -- notify -------------------------------------------------------------------------------------
@@ -474,6 +501,20 @@ def test_notification_errors(rt, redis_server, services):
     )
     with use_runtime(failing), pytest.raises(RuntimeError, match=r"HTTP (404|405)"):
         notify.send_notification("hello")
+
+
+def test_notifications_do_not_follow_a_redirect(redis_server, services):
+    with FakeServices() as other:
+        for setting, name in (("notify_webhook_url", "hook"), ("ntfy_url", "ntfy/topic")):
+            urls = {"notify_webhook_url": "", "ntfy_url": ""}
+            urls[setting] = f"{services.url}/moved/{other.port}/{name}"
+            wanted = f"VOXQUEUE_{setting.upper()}"
+            with (
+                use_runtime(make_runtime(redis_server.url, services, **urls)),
+                pytest.raises(RedirectRefusedError, match=wanted),
+            ):
+                notify.send_notification("the door is open")
+        assert other.requests == []
 
 
 # -- system -------------------------------------------------------------------------------------
@@ -540,7 +581,7 @@ def test_tools_through_the_executor(rt, services):
         max_chars=4000,
     )
     assert done.ok and done.content.startswith("Tea timer set for 2 minutes")
-    assert rt.redis.zcard(rt.keys.owner_timers("den")) == 1
+    assert rt.redis.zcard(rt.keys.owner_timers("device:den")) == 1
     failed = run_tool_call(
         registry,
         ToolCall("t-9", "s-9", "den", "c-2", "get_weather"),

@@ -7,6 +7,7 @@ loudly in these tests, so a broken guard can never send traffic off the machine.
 from __future__ import annotations
 
 import ipaddress
+import json
 import socket
 
 import pytest
@@ -16,7 +17,9 @@ from voxqueue.settings import Settings
 from workers.tools.net import (
     Allowlist,
     BlockedURLError,
+    RedirectRefusedError,
     check_url,
+    embedded_ipv4,
     is_public,
     resolve_checked,
     safe_get,
@@ -227,3 +230,131 @@ def test_per_call_allow_entries(services):
 def test_unresolvable_host_is_a_connection_error():
     with pytest.raises(ConnectionError, match="cannot resolve"):
         resolve_checked("no-such-host.invalid", 80, Allowlist.parse(""))
+
+
+# -- IPv6 addresses that carry an IPv4 one (issue 21) ----------------------------------------
+@pytest.mark.parametrize(
+    "address",
+    [
+        "64:ff9b::a9fe:a9fe",  # NAT64 well-known prefix: 169.254.169.254
+        "64:ff9b::7f00:1",  # 127.0.0.1
+        "64:ff9b::a00:1",  # 10.0.0.1
+        "64:ff9b:1::a9fe:a9fe",  # NAT64 local-use, a /96 sub-prefix
+        "64:ff9b:1:a9fe:a9:fe00::",  # NAT64 local-use, a /48 sub-prefix (RFC 6052 layout)
+        "::a9fe:a9fe",  # IPv4-compatible
+        "::7f00:1",
+        "::ffff:0:a9fe:a9fe",  # IPv4-translated (SIIT)
+        "2002:a9fe:a9fe::1",  # 6to4
+        "2001:0:a9fe:a9fe::5601:5601",  # Teredo, metadata server and client
+        "2001:0:4136:e378:8000:63bf:3fff:fdd2",  # Teredo with public ends: never
+    ],
+)
+def test_ipv6_carrying_a_private_ipv4_is_not_public(address):
+    assert not is_public(ipaddress.ip_address(address))
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["64:ff9b::808:808", "64:ff9b:1:808:8:808:808:808", "::ffff:808:808", "2002:808:808::1"],
+)
+def test_ipv6_carrying_a_public_ipv4_is_public(address):
+    assert is_public(ipaddress.ip_address(address))
+
+
+def test_embedded_ipv4_reads_every_nat64_layout():
+    wanted = ipaddress.IPv4Address("169.254.169.254")
+    assert embedded_ipv4(ipaddress.IPv6Address("64:ff9b::a9fe:a9fe")) == [wanted]
+    assert wanted in embedded_ipv4(ipaddress.IPv6Address("64:ff9b:1:a9fe:a9:fe00::"))
+    assert embedded_ipv4(ipaddress.IPv6Address("2606:4700:4700::1111")) == []
+
+
+@pytest.mark.parametrize("target", ["64:ff9b::a9fe:a9fe", "::ffff:0:a9fe:a9fe", "::a9fe:a9fe"])
+def test_a_name_resolving_to_nat64_metadata_is_refused_before_connecting(
+    target, monkeypatch, no_outside_connections
+):
+    def nat64(host, port, *args, **kwargs):
+        return [(socket.AF_INET6, socket.SOCK_STREAM, 6, "", (target, port, 0, 0))]
+
+    monkeypatch.setattr(socket, "getaddrinfo", nat64)
+    with pytest.raises(BlockedURLError, match="VOXQUEUE_URL_ALLOWLIST"):
+        safe_get("http://metadata.test/latest/meta-data/", settings())
+    with pytest.raises(BlockedURLError):
+        safe_get(f"http://[{target}]/latest/meta-data/", settings())
+    assert no_outside_connections == []
+
+
+# -- credentials and redirects (issue 21) --------------------------------------------------------
+CREDENTIALS = {
+    "Authorization": "Bearer tool-secret-123",
+    "Cookie": "sid=cookie-secret",
+    "X-Api-Key": "key-secret",
+    "Proxy-Authorization": "Basic cHJveHk6c2VjcmV0",
+}
+
+
+@pytest.fixture(scope="module")
+def elsewhere():
+    """A second server: the same address, another port, so another origin."""
+    with FakeServices() as fake:
+        yield fake
+
+
+def test_credentials_are_not_sent_to_another_origin(services, elsewhere):
+    services.reset()
+    elsewhere.reset()
+    page = safe_get(
+        f"{services.url}/web/redirect?to={elsewhere.url}/web/host",
+        settings(url_allowlist="127.0.0.1"),
+        headers={**CREDENTIALS, "Accept": "application/json"},
+    )
+    assert page.ok
+    (first,) = services.requests_to("/web/redirect")
+    assert first["headers"]["Authorization"] == CREDENTIALS["Authorization"]
+    (moved,) = elsewhere.requests_to("/web/host")
+    assert moved["headers"]["Accept"] == "application/json"
+    for name in CREDENTIALS:
+        assert name not in moved["headers"], name
+    assert "secret" not in json.dumps(moved)
+
+
+def test_credentials_stay_on_a_same_origin_redirect(services):
+    services.reset()
+    safe_get(
+        f"{services.url}/web/redirect?to=/web/host",
+        settings(url_allowlist="127.0.0.1"),
+        headers=CREDENTIALS,
+    )
+    (moved,) = services.requests_to("/web/host")
+    assert moved["headers"]["Authorization"] == CREDENTIALS["Authorization"]
+
+
+def test_userinfo_credentials_are_not_sent_to_another_origin(services, elsewhere):
+    services.reset()
+    elsewhere.reset()
+    start = f"http://user:pw-secret@127.0.0.1:{services.port}"
+    safe_get(
+        f"{start}/web/redirect?to={elsewhere.url}/web/host", settings(url_allowlist="127.0.0.1")
+    )
+    (first,) = services.requests_to("/web/redirect")
+    assert first["headers"]["Authorization"].startswith("Basic ")  # httpx sends the userinfo
+    (moved,) = elsewhere.requests_to("/web/host")
+    assert "Authorization" not in moved["headers"]
+
+
+def test_a_redirect_is_an_error_when_redirects_are_refused(services, elsewhere):
+    services.reset()
+    elsewhere.reset()
+    with pytest.raises(RedirectRefusedError, match=r"HTTP 307.*not followed") as caught:
+        safe_request(
+            "POST",
+            f"{services.url}/moved/{elsewhere.port}/hook?token=abc",
+            settings(url_allowlist="127.0.0.1"),
+            headers=CREDENTIALS,
+            json_body={"secret": "body"},
+            follow_redirects=False,
+        )
+    assert isinstance(caught.value, ConnectionError)
+    assert caught.value.status == 307
+    assert "abc" not in str(caught.value)  # the query string is not repeated
+    assert elsewhere.requests == []
+    assert len(services.requests_to("/moved/")) == 1

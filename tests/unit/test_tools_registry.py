@@ -7,12 +7,15 @@ import re
 import subprocess
 import sys
 import time
+import uuid
 
 import docstring_parser
 import pytest
 
 from tests.conftest import ROOT, free_port
 from voxqueue.settings import Settings
+from workers.runtime.resources import Runtime
+from workers.tools.builtin._deps import use_runtime
 from workers.tools.context import ToolCall
 from workers.tools.executor import run_tool_call
 from workers.tools.listing import print_tools
@@ -74,9 +77,23 @@ def echo_server(**extra) -> dict:
 
 def call(registry: ToolRegistry, name: str, args: dict | str):
     raw = args if isinstance(args, str) else json.dumps(args)
+    turn = uuid.uuid4().hex[:8]  # a turn (and session) of its own: not tainted by the last
     return run_tool_call(
-        registry, ToolCall("t", "s", None, f"c-{name}", name), raw, timeout_s=15, max_chars=4000
+        registry, ToolCall(turn, turn, None, f"c-{name}", name), raw, timeout_s=15, max_chars=4000
     )
+
+
+@pytest.fixture(autouse=True)
+def turn_state(redis_server):
+    """A tool that reads untrusted content (every MCP tool) taints its turn in Redis."""
+    url = redis_server.url.rsplit("/", 1)[0] + "/3"
+    rt = Runtime(Settings(_env_file=None, redis_url=url, key_prefix=f"vqr-{uuid.uuid4().hex[:8]}"))
+    with use_runtime(rt):
+        yield rt
+    keys = list(rt.redis.scan_iter(match=f"{rt.keys.prefix}:*"))
+    if keys:
+        rt.redis.delete(*keys)
+    rt.redis.close()
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +203,7 @@ def test_mcp_tools_appear_like_builtins(with_mcp):
     assert schema["parameters"]["properties"]["text"]["type"] == "string"
     assert schema["parameters"]["required"] == ["text"]
     assert with_mcp.get("echo").side_effects  # no readOnlyHint: treated as changing things
+    assert with_mcp.get("echo").reads_untrusted and with_mcp.get("add").reads_untrusted
 
 
 def test_mcp_tool_calls_run_on_the_server(with_mcp):

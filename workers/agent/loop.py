@@ -20,6 +20,7 @@ from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob, TurnEvent
 from voxqueue.settings import MissingKeyError
 from voxqueue.tracing import span
 from workers.agent import messages as msg
+from workers.agent.alert_data import alert_messages
 from workers.agent.context import prepare_context
 from workers.agent.history import History
 from workers.agent.providers import Answer, StreamStopped, ToolCallRequest
@@ -27,6 +28,8 @@ from workers.agent.speech import Speaker
 from workers.runtime import completion
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage
+from workers.tools.guard import taint_writes
+from workers.tools.policy import cap_calls
 
 #: How long a turn waiting for its session's previous turn waits between tries, in seconds.
 SESSION_BUSY_RETRY_S = 0.2
@@ -78,7 +81,9 @@ def start_turn(stage: Stage) -> None:
         pipe.lrange(alerts_key, 0, -1)
     drained: list[list[bytes]] = pipe.execute()
     alerts = [raw.decode() for found in drained for raw in found]
-    opening += [msg.system(f"Monitor alert: {text}") for text in alerts]
+    # Alerts are data (a user-role message, framed and capped) and taint the turn.
+    opening += alert_messages(alerts, rt.settings.alert_max_chars,
+                              rt.settings.alerts_max_per_turn)
     if spec.input == "text":
         text = spec.text or ""
     else:
@@ -93,6 +98,9 @@ def start_turn(stage: Stage) -> None:
     for alert in alerts:
         event = TurnEvent(type="alert", turn_id=spec.turn_id, data={"text": alert})
         once.call("XADD", rt.keys.events(spec.turn_id), "*", "e", event.model_dump_json())
+    if alerts:
+        for write in taint_writes(rt.keys, rt.settings, spec.turn_id, spec.session_id, "alert"):
+            once.call(*write)
     history.extend_in(once, opening).run()
     stage.crash_point("agent.after-open")
 
@@ -194,9 +202,10 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
     if stage.rt.redis.exists(marker):
         return
     now = time.time()
+    run, _refused = cap_calls(calls, stage.rt.settings.max_tool_calls_per_answer)
     jobs = [ToolCallJob(turn_id=spec.turn_id, step=step, call_id=c.id, name=c.name,
                         arguments=c.arguments, session_id=spec.session_id, device=spec.device,
-                        enqueued_at=now) for c in calls]
+                        enqueued_at=now) for c in run]  # the rest are answered by resume
     headers = inject()  # the trace context: tools and the resume are children of this step
     header = [app.signature(TOOLS_RUN, args=[j.model_dump(mode="json")],
                             options={"argsrepr": j.describe(), "headers": headers,

@@ -3,6 +3,7 @@ chord's error callback."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from celery import Task
@@ -13,6 +14,8 @@ from workers.agent import messages as msg
 from workers.agent.loop import acquire_session, history_of, run_step, start_turn
 from workers.app import app
 from workers.runtime.stage import begin
+from workers.runtime.trust import step_problem
+from workers.tools.policy import capped_message
 
 _LIMITS = {"time_limit": TIME_LIMITS["agent"], "soft_time_limit": TIME_LIMITS["agent"] - 10}
 
@@ -25,10 +28,13 @@ def step(self: Task, job: dict[str, Any]) -> None:
     if stage is None:
         return
     with stage.guard():
-        if ajob.step == 1:
-            if not acquire_session(stage, ajob):
-                return
-            start_turn(stage)
+        if ajob.step != 1:  # later steps come through resume, after the model asked for tools
+            stage.fail(ErrorCode.INVALID_INPUT, f"agent step {ajob.step} sent as a first step",
+                       apologize=False)
+            return
+        if not acquire_session(stage, ajob):
+            return
+        start_turn(stage)
         run_step(stage, ajob)
         stage.complete()
 
@@ -41,9 +47,18 @@ def resume(self: Task, outcomes: list[dict[str, Any]], job: dict[str, Any]) -> N
     if stage is None:
         return
     with stage.guard():
-        results = [ToolOutcome.model_validate(o) for o in outcomes]
-        history_of(stage).extend_in(stage.once(f"tools-{ajob.step - 1}"),
-                                    [msg.from_outcome(r) for r in results]).run()
+        previous = stage.rt.redis.hget(stage.rt.keys.turn(ajob.turn_id), f"answer:{ajob.step - 1}")
+        if (problem := step_problem(ajob.step, stage.rt.settings, previous)) is not None:
+            stage.fail(ErrorCode.INVALID_INPUT, f"agent step refused: {problem}", apologize=False)
+            return
+        ran = {r.call_id: r for r in (ToolOutcome.model_validate(o) for o in outcomes)}
+        limit = stage.rt.settings.max_tool_calls_per_answer
+        # Every call of the answer is answered, in call order (OpenAI refuses a history with
+        # one left open): past the cap, with an error the model can act on.
+        messages = [msg.from_outcome(ran[c["id"]]) if c["id"] in ran
+                    else msg.tool_error(c["id"], capped_message(limit))
+                    for c in json.loads(previous or b"{}").get("calls", [])]
+        history_of(stage).extend_in(stage.once(f"tools-{ajob.step - 1}"), messages).run()
         stage.crash_point("agent.after-results")
         run_step(stage, ajob)
         stage.complete()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from workers.monitor.conditions import ConditionError, json_path
-from workers.monitor.monitors import Monitor, State
+from workers.monitor.monitors import Monitor, State, from_settings
 from workers.tools.net import BlockedURLError, ResponseTooLarge, host_of, safe_get
 
 if TYPE_CHECKING:
@@ -50,9 +50,10 @@ def _decide(
     return CheckResult("ok", lookup(""), detail)
 
 
-def _allow(monitor: Monitor) -> list[str]:
-    """Monitors from the settings may reach private hosts; the agent's follow the allow-list."""
-    return [host_of(monitor.target)] if monitor.origin == "settings" else []
+def _allow(monitor: Monitor, rt: Runtime) -> list[str]:
+    """Monitors of this process's settings may reach private hosts; the agent's (and any
+    other stored one, whatever its ``origin`` says) follow the allow-list."""
+    return [host_of(monitor.target)] if from_settings(monitor, rt.settings) else []
 
 
 def check_http(monitor: Monitor, rt: Runtime) -> CheckResult:
@@ -62,7 +63,7 @@ def check_http(monitor: Monitor, rt: Runtime) -> CheckResult:
         answer = safe_get(
             monitor.target,
             rt.settings,
-            allow=_allow(monitor),
+            allow=_allow(monitor, rt),
             max_bytes=HTTP_MAX_BYTES,
             timeout_s=min(rt.settings.fetch_timeout_s, max(1.0, monitor.every)),
         )
@@ -86,7 +87,7 @@ def check_json(monitor: Monitor, rt: Runtime) -> CheckResult:
         answer = safe_get(
             monitor.target,
             rt.settings,
-            allow=_allow(monitor),
+            allow=_allow(monitor, rt),
             headers={"Accept": "application/json"},
             timeout_s=min(rt.settings.fetch_timeout_s, max(1.0, monitor.every)),
         )

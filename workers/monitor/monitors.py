@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -17,8 +18,9 @@ import redis
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from voxqueue.keys import Keys
-from voxqueue.settings import QUEUES
+from voxqueue.settings import QUEUES, Settings
 from workers.monitor.conditions import Condition, parse
+from workers.tools.context import owner_of
 
 Kind = Literal["http", "json", "queue_depth", "workers_missing", "provider_errors"]
 KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
@@ -60,6 +62,8 @@ class Monitor(BaseModel):
     urgent: bool = True
     """Announce failures on the device at once (not only at the next turn)."""
     origin: Literal["tool", "settings"] = "tool"
+    """Informative only: what a monitor may do is decided by :func:`from_settings`, from the
+    process's own settings, never from this field (anyone writing Redis could set it)."""
     created_at: float = Field(default_factory=time.time)
 
     @model_validator(mode="after")
@@ -94,6 +98,14 @@ class Monitor(BaseModel):
         return self
 
     @property
+    def owner(self) -> str | None:
+        """Who made it and may see it through the tools: ``device:<name>``, else
+        ``session:<id>`` (as the tools' own state is keyed); None when neither is set."""
+        if not self.device and not self.session_id:
+            return None
+        return owner_of(self.device, self.session_id)
+
+    @property
     def parsed_condition(self) -> Condition:
         return parse(self.condition)
 
@@ -113,6 +125,31 @@ class Monitor(BaseModel):
             "provider_errors": f"the {self.target or 'provider'} error rate",
         }[self.kind]
         return f"{self.name}: {what}, every {self.every:g} s, alert when {self.condition}"
+
+
+def settings_monitors(
+    settings: Settings, on_invalid: Callable[[dict[str, Any], str], None] | None = None
+) -> list[Monitor]:
+    """The valid monitors of ``VOXQUEUE_MONITORS`` (``session`` may name ``session_id``);
+    each invalid one is passed to ``on_invalid`` with the reason, and skipped."""
+    found: list[Monitor] = []
+    for raw in settings.monitors:
+        spec = dict(raw)
+        if "session" in spec:
+            spec["session_id"] = spec.pop("session")
+        try:
+            found.append(Monitor.model_validate({**spec, "origin": "settings"}))
+        except ValueError as exc:
+            if on_invalid is not None:
+                on_invalid(raw, str(exc))
+    return found
+
+
+def from_settings(monitor: Monitor, settings: Settings) -> bool:
+    """Whether ``monitor`` is one the operator configured in this process's settings (same
+    name, kind and target), the only ones that may reach private addresses."""
+    return any(m.name == monitor.name and m.kind == monitor.kind and m.target == monitor.target
+               for m in settings_monitors(settings))
 
 
 def check_http_url(url: str) -> None:

@@ -7,14 +7,13 @@ from typing import Any
 import structlog
 from celery import Celery
 from celery.signals import beat_init
-from pydantic import ValidationError
 
 from voxqueue.celery_config import TIME_LIMITS
 from voxqueue.settings import Settings
 from workers.app import app
 from workers.monitor import checks
 from workers.monitor.alerts import Alerter
-from workers.monitor.monitors import Monitor, MonitorStore
+from workers.monitor.monitors import Monitor, MonitorStore, settings_monitors
 from workers.monitor.schedule import (
     RUN_CHECK,
     is_scheduled,
@@ -43,16 +42,11 @@ def run_check(name: str) -> str:
 
 def monitors_from_settings(settings: Settings) -> list[Monitor]:
     """The valid monitors of ``VOXQUEUE_MONITORS`` (invalid ones are logged and skipped)."""
-    found: list[Monitor] = []
-    for raw in settings.monitors:
-        spec = dict(raw)
-        if "session" in spec:
-            spec["session_id"] = spec.pop("session")
-        try:
-            found.append(Monitor.model_validate({**spec, "origin": "settings"}))
-        except ValidationError as exc:
-            log.error("invalid monitor in the settings", monitor=raw, error=str(exc))
-    return found
+
+    def invalid(raw: dict[str, Any], error: str) -> None:
+        log.error("invalid monitor in the settings", monitor=raw, error=error)
+
+    return settings_monitors(settings, on_invalid=invalid)
 
 
 def sync_monitors(celery_app: Celery, rt: Runtime) -> list[str]:

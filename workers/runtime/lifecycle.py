@@ -16,6 +16,7 @@ from celery.signals import (
 )
 
 import workers.runtime.tracing  # noqa: F401  (task spans when tracing is on; hooks run first)
+from voxqueue.redaction import redact_event
 
 log = structlog.get_logger("voxqueue.worker")
 
@@ -44,6 +45,7 @@ def configure_logging(loglevel: Any = None, **_: Any) -> None:
         foreign_pre_chain=shared,
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     structlog.processors.format_exc_info,
+                    redact_event,  # no secret in a log line, ours or Celery's
                     structlog.processors.JSONRenderer()]))
     root = logging.getLogger()
     root.handlers[:] = [handler]

@@ -19,6 +19,7 @@ from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime import completion
 from workers.runtime.crash import crash_point
 from workers.runtime.resources import Runtime
+from workers.runtime.trust import spec_problem
 
 log = structlog.get_logger("voxqueue.stage")
 
@@ -223,6 +224,11 @@ def begin(task: Task, job: _Job, queue: str) -> Stage | None:
     structlog.contextvars.bind_contextvars(session_id=spec.session_id, device=spec.device)
     if done:
         stage.log.info("job already done; skipping this copy")
+        return None
+    if (problem := spec_problem(spec, rt.settings, k)) is not None:
+        stage.log.error("turn refused", problem=problem)
+        rt.store.finish(spec, "error", (ErrorCode.INVALID_INPUT,
+                                        f"the {queue} stage refused the turn: {problem}"))
         return None
     if flags and stage.should_stop():  # ended or cancelled: let should_stop say which
         return None

@@ -13,6 +13,9 @@ class ToolCall:
     device: str | None
     call_id: str
     name: str
+    utterance: str | None = None
+    """The person's own words this turn (the executor reads them from the turn); None when
+    the call is not part of a turn the executor could read."""
 
 
 _current: ContextVar[ToolCall | None] = ContextVar("voxqueue_tool_call", default=None)
@@ -25,3 +28,13 @@ def current_call() -> ToolCall | None:
 
 def set_current_call(call: ToolCall | None) -> None:
     _current.set(call)
+
+
+def owner_of(device: str | None, session_id: str | None) -> str:
+    """Whose tool state a call touches, with its kind: ``device:<name>``, else
+    ``session:<id>``, else ``local``; a session named "kitchen" is not device kitchen."""
+    if device:
+        return f"device:{device}"
+    if session_id:
+        return f"session:{session_id}"
+    return "local"

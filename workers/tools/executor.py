@@ -1,9 +1,15 @@
-"""Running one tool call: every failure becomes a message the model can act on, never a raise."""
+"""Running one tool call: every failure becomes a message the model can act on, never a raise.
+
+It also applies the turn's guard (:mod:`workers.tools.guard`): a tool that reads untrusted
+content taints the turn before its result is returned, and a side effect in a tainted turn
+waits for the person's spoken yes. Only such tools touch Redis here.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import dataclasses
 import inspect
 import json
 import threading
@@ -16,7 +22,8 @@ from pydantic import ValidationError
 
 from voxqueue.contracts import ToolOutcome
 from workers.tools.context import ToolCall, set_current_call
-from workers.tools.registry import ToolRegistry
+from workers.tools.guard import TurnGuard
+from workers.tools.registry import Tool, ToolRegistry
 
 _pool_lock = threading.Lock()
 _pools: dict[int, ThreadPoolExecutor] = {}
@@ -71,6 +78,18 @@ def run_tool_call(registry: ToolRegistry, call: ToolCall, raw_arguments: str, *,
                        "Fix them and call the tool again.", "invalid-arguments", parsed)
     limit = tool.timeout_s or timeout_s
     kwargs = {name: getattr(args, name) for name in type(args).model_fields}
+    guard: TurnGuard | None = None
+    if tool.side_effects or tool.reads_untrusted:
+        try:
+            guard = _guard()
+            facts = guard.facts(call)
+            call = dataclasses.replace(call, utterance=facts.text)
+            refusal = guard.admit(call, facts, tool.name, args.model_dump(
+                mode="json", by_alias=True)) if tool.side_effects else None
+        except Exception as exc:  # fail closed: without the guard, neither runs
+            return outcome(False, _guard_failed(call.name, exc), "guard-unavailable", parsed)
+        if refusal is not None:
+            return outcome(False, refusal, "needs-confirmation", parsed)
     ctx = contextvars.copy_context()
     ctx.run(set_current_call, call)
     future = _pool().submit(ctx.run, _invoke, tool.fn, kwargs)
@@ -81,9 +100,40 @@ def run_tool_call(registry: ToolRegistry, call: ToolCall, raw_arguments: str, *,
         return outcome(False, f"Error: {call.name} did not finish within {limit:g} s and was "
                        "abandoned. Try again later or answer without it.", "timeout", parsed)
     except Exception as exc:  # a tool's own failure is data for the model
+        # Its message may quote what it read; a PermissionError is a refusal before reading.
+        failed = None if isinstance(exc, PermissionError) else _tainted(guard, tool, call)
+        if failed:
+            return outcome(False, failed, "guard-unavailable", parsed)
         return outcome(False, f"Error: {call.name} failed: {exc.__class__.__name__}: {exc}",
                        "tool-exception", parsed)
+    failed = _tainted(guard, tool, call)
+    if failed:
+        return outcome(False, failed, "guard-unavailable", parsed)
     return outcome(True, _render(value), None, parsed)
+
+
+def _guard() -> TurnGuard:
+    from workers.tools.builtin._deps import runtime
+
+    rt = runtime()
+    return TurnGuard(rt.redis, rt.keys, rt.settings)
+
+
+def _tainted(guard: TurnGuard | None, tool: Tool, call: ToolCall) -> str | None:
+    """Taint the turn before a reader's result reaches the model; the error text when the
+    taint could not be written (then the result is withheld)."""
+    if guard is None or not tool.reads_untrusted:
+        return None
+    try:
+        guard.taint(call, tool.name)
+    except Exception as exc:  # fail closed: the model does not see what it could not taint
+        return _guard_failed(call.name, exc)
+    return None
+
+
+def _guard_failed(name: str, exc: Exception) -> str:
+    return (f"Error: {name} was not run or its result withheld: the turn's state could not be "
+            f"read or written ({exc.__class__.__name__}). Try again shortly.")
 
 
 def _invoke(fn: Any, kwargs: dict[str, Any]) -> Any:

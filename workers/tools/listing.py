@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import structlog
+
 from voxqueue.settings import Settings, get_settings
 from workers.tools.registry import Tool, ToolRegistry, default_registry
+
+log = structlog.get_logger("voxqueue.tools")
 
 
 def describe_parameters(tool: Tool) -> str:
@@ -53,3 +57,25 @@ def print_tools(
             describe_parameters(tool),
         )
     Console().print(table)
+
+
+def offered_tool_names(settings: Settings) -> frozenset[str]:
+    """Names of the tools workers with ``settings`` offer, known without starting anything:
+    with ``VOXQUEUE_TOOLS_ALLOW``, those; else the built-ins, ``VOXQUEUE_TOOL_MODULES`` and
+    plugins (MCP servers' tools are not listed). Less ``VOXQUEUE_TOOLS_DENY``."""
+    from workers.tools.builtin import BUILTIN_MODULES
+    from workers.tools.plugins import load_entry_points
+
+    deny = {n.strip() for n in settings.tools_deny.split(",") if n.strip()}
+    allow = {n.strip() for n in settings.tools_allow.split(",") if n.strip()}
+    if allow:
+        return frozenset(allow - deny)
+    registry = ToolRegistry()
+    for module in (*BUILTIN_MODULES, *settings.tool_module_names):
+        try:
+            registry.load_module(module)
+        except Exception as exc:  # the workers report it; its tools count as unknown here
+            log.warning("tool module not loaded", module=module,
+                        error=f"{exc.__class__.__name__}: {exc}")
+    load_entry_points(registry)
+    return frozenset(set(registry.names) - deny)

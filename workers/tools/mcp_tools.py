@@ -16,8 +16,9 @@ from functools import partial
 from typing import Any
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
+from voxqueue.redaction import redact_text
 from voxqueue.settings import Settings
 from workers.tools.mcp_sessions import McpSessions
 from workers.tools.registry import Tool
@@ -254,14 +255,27 @@ def _tool_name(server: McpServer, remote: str, taken: set[str]) -> str:
 
 
 def servers(settings: Settings) -> list[McpServer]:
-    """The configured servers; an invalid entry is logged and skipped."""
+    """The configured servers; an invalid entry is logged (by name and problem: its headers
+    and environment may hold tokens) and skipped."""
     found = []
     for entry in settings.mcp_servers:
         try:
             found.append(McpServer.model_validate(entry))
         except ValueError as exc:
-            log.warning("MCP server entry ignored", entry=entry, error=str(exc))
+            log.warning(
+                "MCP server entry ignored", server=str(entry.get("name", "?")), error=_problem(exc)
+            )
     return found
+
+
+def _problem(exc: ValueError) -> str:
+    """What is wrong with an entry, without the values it was given."""
+    if isinstance(exc, ValidationError):
+        return "; ".join(
+            f"{'.'.join(str(part) for part in e['loc']) or 'entry'}: {e['msg']}"
+            for e in exc.errors(include_input=False, include_url=False, include_context=False)
+        )
+    return redact_text(str(exc))
 
 
 def mcp_tools(settings: Settings, taken: set[str] | None = None) -> list[Tool]:
@@ -285,7 +299,7 @@ def mcp_tools(settings: Settings, taken: set[str] | None = None) -> list[Tool]:
             log.warning(
                 "MCP server not listed; its tools are not offered",
                 server=server.name,
-                error=f"{leaf.__class__.__name__}: {leaf}",
+                error=redact_text(f"{leaf.__class__.__name__}: {leaf}"),
             )
             continue
         for mcp_tool in listed:

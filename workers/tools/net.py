@@ -4,9 +4,13 @@ Every connection goes to an address checked after resolution: loopback, private,
 (cloud metadata at 169.254.169.254), unique-local, multicast and reserved addresses are refused
 unless ``VOXQUEUE_URL_ALLOWLIST`` names the host or a network containing the address. The
 request is sent to the checked address itself (the name is not resolved a second time, so DNS
-rebinding cannot swap it), with the original Host header and TLS server name. Redirects are
-followed by hand, at most five, each target checked again before any connection. Only http and
-https; the body is capped in bytes and the whole exchange in time.
+rebinding cannot swap it), with the original Host header and TLS server name. An IPv6 address
+that carries an IPv4 one (mapped, compatible, 6to4, Teredo, NAT64) is judged by that IPv4
+address. Redirects are followed by hand, at most five, each target checked again before any
+connection; credentials (Authorization, Cookie, API-key headers) are not sent on to another
+origin, and a service that is sent credentials can refuse redirects altogether
+(``follow_redirects=False``). Only http and https; the body is capped in bytes and the whole
+exchange in time.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from urllib.parse import urljoin
 
 import httpx
 
+from voxqueue.redaction import is_secret_name, redact_text
 from voxqueue.settings import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -33,6 +38,19 @@ USER_AGENT = "voxqueue/0.1 (voice assistant tools)"
 
 class BlockedURLError(PermissionError):
     """The URL's scheme or address is not one a tool may reach."""
+
+
+class RedirectRefusedError(ConnectionError):
+    """A redirect answered a request that was made with ``follow_redirects=False``."""
+
+    def __init__(self, url: str, status: int, location: str, hint: str = "") -> None:
+        super().__init__(
+            f"{host_of(url) or 'the service'} answered HTTP {status}, a redirect to "
+            f"{redact_text(location)}; "
+            "redirects are not followed for a service that is sent credentials"
+            + (f" ({hint})" if hint else "")
+        )
+        self.url, self.status, self.location = url, status, location
 
 
 class ResponseTooLarge(ValueError):
@@ -68,12 +86,48 @@ class Allowlist:
         return any(address.version == n.version and address in n for n in self.networks)
 
 
+#: Prefixes whose last 32 bits are an IPv4 address: NAT64's well-known prefix (RFC 6052),
+#: IPv4-compatible (deprecated) and IPv4-translated (SIIT) addresses.
+_IPV4_IN_LAST_32 = tuple(
+    ipaddress.IPv6Network(n) for n in ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96")
+)
+#: NAT64's local-use prefix (RFC 8215): the operator's own sub-prefix, /48 to /96, sets where
+#: the IPv4 address sits, so every RFC 6052 place is checked.
+_NAT64_LOCAL = ipaddress.IPv6Network("64:ff9b:1::/48")
+
+
+def _rfc6052(address: ipaddress.IPv6Address, prefix_len: int) -> ipaddress.IPv4Address:
+    """The IPv4 address that a NAT64 prefix of ``prefix_len`` bits embeds (bits 64-71 skipped)."""
+    n = int(address)
+    if prefix_len == 96:
+        return ipaddress.IPv4Address(n & 0xFFFFFFFF)
+    without_u = ((n >> 64) << 56) | (n & ((1 << 56) - 1))
+    return ipaddress.IPv4Address((without_u >> (88 - prefix_len)) & 0xFFFFFFFF)
+
+
+def embedded_ipv4(address: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address stands for (mapped, compatible, translated, 6to4,
+    Teredo server and client, NAT64); empty for a plain IPv6 address."""
+    if address.ipv4_mapped is not None:
+        return [address.ipv4_mapped]
+    if address.sixtofour is not None:
+        return [address.sixtofour]
+    if address.teredo is not None:
+        return list(address.teredo)
+    if address in _NAT64_LOCAL:
+        return [_rfc6052(address, n) for n in (48, 56, 64, 96)]
+    if any(address in net for net in _IPV4_IN_LAST_32):
+        return [_rfc6052(address, 96)]
+    return []
+
+
 def is_public(address: IPAddress) -> bool:
-    """True for a globally routable unicast address."""
+    """True for a globally routable unicast address; an IPv6 address that carries IPv4 ones
+    is public when they all are (Teredo's prefix is never)."""
     if isinstance(address, ipaddress.IPv6Address):
-        mapped = address.ipv4_mapped or address.sixtofour
-        if mapped is not None:
-            return is_public(mapped)
+        inner = embedded_ipv4(address)
+        if inner:
+            return address.teredo is None and all(is_public(v4) for v4 in inner)
     return address.is_global and not address.is_multicast
 
 
@@ -167,11 +221,14 @@ def safe_request(
     max_bytes: int | None = None,
     timeout_s: float | None = None,
     max_redirects: int = MAX_REDIRECTS,
+    follow_redirects: bool = True,
 ) -> FetchResult:
     """Send one request (and its redirects) to checked addresses only; read at most
     ``max_bytes`` (``fetch_max_bytes``) within ``timeout_s`` (``fetch_timeout_s``) overall.
 
     ``allow`` adds allow-list entries for this call, e.g. the host of a configured service.
+    A redirect to another origin drops the credential headers; with ``follow_redirects=False``
+    a redirect raises :class:`RedirectRefusedError` instead (for services sent credentials).
     """
     allowlist = Allowlist.parse(settings.url_allowlist, *allow)
     cap = settings.fetch_max_bytes if max_bytes is None else max_bytes
@@ -210,7 +267,11 @@ def safe_request(
             try:
                 location = response.headers.get("location")
                 if response.status_code in _REDIRECTS and location:
+                    if not follow_redirects:
+                        raise RedirectRefusedError(str(parsed), response.status_code, location)
                     current = urljoin(str(parsed), location)
+                    if _origin(current) != _origin(str(parsed)):
+                        base_headers = without_credentials(base_headers)
                     if response.status_code == 303 or (
                         response.status_code in (301, 302) and verb not in ("GET", "HEAD")
                     ):
@@ -228,6 +289,20 @@ def safe_request(
 def safe_get(url: str, settings: Settings, **kwargs: Any) -> FetchResult:
     """:func:`safe_request` with GET."""
     return safe_request("GET", url, settings, **kwargs)
+
+
+def without_credentials(headers: Mapping[str, str]) -> dict[str, str]:
+    """``headers`` less those that carry credentials (Authorization, Cookie, API keys...)."""
+    return {k: v for k, v in headers.items() if not is_secret_name(k)}
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of ``url``; None when it is not a valid URL."""
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError):
+        return None
+    return parsed.scheme, parsed.host, parsed.port or (443 if parsed.scheme == "https" else 80)
 
 
 def _host_header(url: httpx.URL) -> str:

@@ -27,18 +27,23 @@ class ToolOptions:
     side_effects: bool = False
     examples: tuple[str, ...] = ()
     response: str | None = None
+    reads_untrusted: bool = False
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
          timeout_s: float | None = None, side_effects: bool = False,
-         examples: Iterable[str] = (), response: str | None = None) -> Any:
+         examples: Iterable[str] = (), response: str | None = None,
+         reads_untrusted: bool = False) -> Any:
     """Optional decorator: set a tool's name, timeout, side-effect flag and example sentences.
 
     ``examples`` are hassil sentence templates whose ``{slots}`` are argument names, used by the
     local intent matcher; ``response`` is the template it answers with (``{result}`` and the
-    arguments). A plain function is a tool without this decorator.
+    arguments). ``reads_untrusted`` marks a tool whose result carries text others wrote (web
+    pages, feeds, remote state): once it returns, the turn is tainted and side effects wait for
+    the person's spoken yes. A plain function is a tool without this decorator.
     """
-    options = ToolOptions(name, timeout_s, side_effects, tuple(examples), response)
+    options = ToolOptions(name, timeout_s, side_effects, tuple(examples), response,
+                          reads_untrusted)
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         setattr(f, _OPTIONS, options)
@@ -59,6 +64,8 @@ class Tool:
     side_effects: bool = False
     examples: tuple[str, ...] = ()
     response: str | None = None
+    reads_untrusted: bool = False
+    """Its result carries text others wrote: it taints the turn (see workers.tools.guard)."""
     schema: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -93,7 +100,8 @@ class Tool:
         ) or name.replace("_", " ")
         return cls(name=name, description=description, fn=fn, args_model=model,
                    timeout_s=options.timeout_s, side_effects=options.side_effects,
-                   examples=options.examples, response=options.response)
+                   examples=options.examples, response=options.response,
+                   reads_untrusted=options.reads_untrusted)
 
 
 class ToolRegistry:
@@ -152,6 +160,7 @@ def default_registry(settings: Settings) -> ToolRegistry:
         registry.load_module(module)
     load_entry_points(registry)
     for mcp_tool in mcp_tools(settings, taken=set(registry.names)):
+        mcp_tool.reads_untrusted = True  # a server's results are text the model must not obey
         registry.add(mcp_tool)
     allow = {n.strip() for n in settings.tools_allow.split(",") if n.strip()}
     deny = {n.strip() for n in settings.tools_deny.split(",") if n.strip()}

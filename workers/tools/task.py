@@ -13,6 +13,7 @@ from voxqueue.effects import Fenced
 from voxqueue.tracing import span
 from workers.app import app
 from workers.runtime.stage import Stage, begin
+from workers.runtime.trust import call_problem
 from workers.tools.context import ToolCall
 from workers.tools.executor import run_tool_call
 
@@ -51,6 +52,10 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
 def _run(stage: Stage, tjob: ToolCallJob) -> dict[str, Any]:
     rt = stage.rt
     key = rt.keys.tool_outcome(tjob.turn_id, tjob.call_id)
+    answer = rt.redis.hget(rt.keys.turn(tjob.turn_id), f"answer:{tjob.step}")
+    if (problem := call_problem(tjob, answer)) is not None:
+        stage.log.error("tool call refused", tool=tjob.name, problem=problem)
+        return _failed(tjob, "refused", f"Error: this call was refused: {problem}.")
     stage.emit("tool-start", {"call_id": tjob.call_id, "name": tjob.name, "step": tjob.step,
                               "queue_ms": stage.queue_ms(tjob)})
     call = ToolCall(turn_id=tjob.turn_id, session_id=stage.spec.session_id,

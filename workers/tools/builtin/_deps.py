@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from workers.tools.context import current_call
+from workers.tools.context import current_call, owner_of
 
 if TYPE_CHECKING:
     from workers.runtime.resources import Runtime
@@ -40,8 +40,9 @@ def use_runtime(rt: Runtime) -> Iterator[Runtime]:
 
 
 def owner() -> str:
-    """Whose data a call touches: the device that asked, else its session, else "local"."""
+    """Whose data a call touches, with its kind: ``device:<name>`` that asked, else
+    ``session:<id>``, else ``local`` (see :func:`workers.tools.context.owner_of`)."""
     call = current_call()
     if call is None:
         return "local"
-    return call.device or call.session_id or "local"
+    return owner_of(call.device, call.session_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 from workers.tools.builtin._deps import runtime
+from workers.tools.builtin.web import require_named_host
 from workers.tools.net import host_of, safe_get
 from workers.tools.registry import tool
 
@@ -17,7 +18,8 @@ __all__ = ["news_headlines"]
         "what are the headlines",
         "read the {feed_url_or_name} news",
         "what are the headlines from {feed_url_or_name}",
-    )
+    ),
+    reads_untrusted=True,
 )
 def news_headlines(feed_url_or_name: str = "", count: int = 5) -> str:
     """Read the latest headlines of a news feed.
@@ -44,6 +46,7 @@ def news_headlines(feed_url_or_name: str = "", count: int = 5) -> str:
         allow.append(host_of(url))  # configured by the operator
     elif "://" in wanted or ("." in wanted and " " not in wanted):
         url = wanted if "://" in wanted else "https://" + wanted
+        require_named_host(url, s)  # a feed URL from the model: only a site the person named
     else:
         names = ", ".join(s.news_feeds) or "none"
         raise ValueError(f"no feed named {wanted!r}; configured feeds: {names}; or give a URL")

@@ -1,4 +1,5 @@
-"""Home Assistant through its REST API: call a service, read an entity's state."""
+"""Home Assistant through its REST API: call a service, read an entity's state (only what
+:mod:`workers.tools.builtin.home_allow` allows)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from urllib.parse import quote
 
 from voxqueue.settings import Settings
 from workers.tools.builtin._deps import runtime
-from workers.tools.net import FetchResult, host_of, safe_request
+from workers.tools.builtin.home_allow import checked_targets, require_exposed
+from workers.tools.net import FetchResult, RedirectRefusedError, host_of, safe_request
 from workers.tools.registry import tool
 
 __all__ = ["home_assistant_call", "home_assistant_state"]
+
+_HINT = "Home Assistant moved: set VOXQUEUE_HOME_ASSISTANT_URL to its new address"
 
 
 def _configured(s: Settings) -> tuple[str, str]:
@@ -27,14 +31,18 @@ def _configured(s: Settings) -> tuple[str, str]:
 def _request(method: str, path: str, body: Any = None) -> FetchResult:
     s = runtime().settings
     base, token = _configured(s)
-    result = safe_request(
-        method,
-        f"{base}{path}",
-        s,
-        json_body=body,
-        allow=[host_of(base)],
-        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
-    )
+    try:  # the token and the body go to the configured URL only: no redirect is followed
+        result = safe_request(
+            method,
+            f"{base}{path}",
+            s,
+            json_body=body,
+            allow=[host_of(base)],
+            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
+            follow_redirects=False,
+        )
+    except RedirectRefusedError as exc:
+        raise RedirectRefusedError(exc.url, exc.status, exc.location, hint=_HINT) from None
     if result.status == 401:
         raise PermissionError(
             "Home Assistant refused the token (check VOXQUEUE_HOME_ASSISTANT_TOKEN)"
@@ -49,7 +57,12 @@ def _segment(value: str, what: str) -> str:
     return quote(cleaned, safe="")
 
 
-def _describe(state: dict[str, Any]) -> str:
+#: State attributes others can write (a song's title): left out of a service call's result,
+#: which, unlike home_assistant_state, does not taint the turn.
+_FREE_TEXT = frozenset({"media_title"})
+
+
+def _describe(state: dict[str, Any], free_text: bool = True) -> str:
     attrs = state.get("attributes") or {}
     name = attrs.get("friendly_name") or state.get("entity_id", "it")
     value = state.get("state", "unknown")
@@ -66,7 +79,7 @@ def _describe(state: dict[str, Any]) -> str:
             "volume_level",
             "media_title",
         )
-        if attrs.get(k) is not None
+        if attrs.get(k) is not None and (free_text or k not in _FREE_TEXT)
     }
     if shown:
         text += " (" + ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items()) + ")"
@@ -92,9 +105,10 @@ def home_assistant_call(
         entity_id: The target entity, such as "light.kitchen"; empty when the service needs none.
         data: More service data, such as {"brightness_pct": 50} or {"temperature": 21}.
     """
+    targets = checked_targets(domain, service, entity_id, data, runtime().settings)
     body: dict[str, Any] = dict(data or {})
-    if entity_id.strip():
-        body["entity_id"] = entity_id.strip()
+    if targets:
+        body["entity_id"] = ", ".join(targets)
     path = f"/api/services/{_segment(domain, 'domain')}/{_segment(service, 'service')}"
     result = _request("POST", path, body)
     if result.status in (400, 404):
@@ -109,7 +123,7 @@ def home_assistant_call(
         changed = json.loads(result.content) if result.content else []
     except ValueError:
         changed = []
-    states = [_describe(c) for c in changed if isinstance(c, dict)][:5]
+    states = [_describe(c, free_text=False) for c in changed if isinstance(c, dict)][:5]
     return f"Done: {domain}.{service}{target}." + (" Now " + " ".join(states) if states else "")
 
 
@@ -118,7 +132,8 @@ def home_assistant_call(
         "is the {entity_id} on",
         "what is the state of {entity_id}",
         "is the {entity_id} off",
-    )
+    ),
+    reads_untrusted=True,
 )
 def home_assistant_state(entity_id: str) -> str:
     """Read the current state of a Home Assistant entity, such as sensor.outside_temperature.
@@ -126,6 +141,7 @@ def home_assistant_state(entity_id: str) -> str:
     Args:
         entity_id: The entity, such as "light.kitchen" or "sensor.living_room_temperature".
     """
+    require_exposed(entity_id, runtime().settings)
     result = _request("GET", f"/api/states/{_segment(entity_id, 'entity id')}")
     if result.status == 404:
         raise ValueError(f"Home Assistant has no entity {entity_id!r}")

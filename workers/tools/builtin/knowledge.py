@@ -20,7 +20,8 @@ MAX_SUMMARY_CHARS = 700
         "who was {topic}",
         "what is {topic} on wikipedia",
         "tell me about {topic}",
-    )
+    ),
+    reads_untrusted=True,
 )
 def wikipedia_summary(topic: str) -> str:
     """Get a short encyclopedia summary of a topic, person or place from Wikipedia.

@@ -1,11 +1,19 @@
-"""Memory: facts a person asks the assistant to keep, per device (or session), in Redis."""
+"""Memory: facts a person asks the assistant to keep, per device (or session), in Redis.
+
+The owner carries its kind (``device:kitchen``, ``session:kitchen``). Facts stored before that,
+under the bare name, are adopted by the device of that name on its first use (a session never
+adopts them: it could be named like a device).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
 import uuid
+
+import redis
 
 from workers.tools.builtin._deps import owner, runtime
 from workers.tools.registry import tool
@@ -66,9 +74,23 @@ def _words(text: str) -> set[str]:
     return found
 
 
+def _key() -> str:
+    """The owner's memory hash, after adopting a device's facts kept under its bare name."""
+    rt = runtime()
+    who = owner()
+    key = rt.keys.memory(who)
+    if who.startswith("device:"):
+        legacy = rt.keys.memory(who.removeprefix("device:"))
+        if rt.redis.exists(legacy):
+            # Kept as is when the new hash exists; gone meanwhile when another call adopted it.
+            with contextlib.suppress(redis.ResponseError):
+                rt.redis.renamenx(legacy, key)
+    return key
+
+
 def _facts() -> dict[str, dict[str, object]]:
     rt = runtime()
-    raw = rt.redis.hgetall(rt.keys.memory(owner()))
+    raw = rt.redis.hgetall(_key())
     facts = {}
     for key, value in raw.items():
         name = key.decode() if isinstance(key, bytes) else str(key)
@@ -108,7 +130,7 @@ def remember(fact: str) -> str:
     if len(text) > MAX_FACT_CHARS:
         raise ValueError(f"that is too long to remember (max {MAX_FACT_CHARS} characters)")
     rt = runtime()
-    key = rt.keys.memory(owner())
+    key = _key()
     facts = _facts()
     for old in facts.values():
         if str(old["fact"]).lower() == text.lower():
@@ -158,7 +180,7 @@ def forget(query: str) -> str:
     if not query.strip():
         raise ValueError("say what to forget, or 'everything'")
     rt = runtime()
-    key = rt.keys.memory(owner())
+    key = _key()
     if query.strip().lower() in _EVERYTHING:
         count = len(_facts())
         rt.redis.delete(key)

@@ -1,5 +1,11 @@
 """Monitors the agent creates for the person: watch a site, a value or the system itself, and
-tell them when it changes (at their next turn, and at once on their device when urgent)."""
+tell them when it changes (at their next turn, and at once on their device when urgent).
+
+A monitor made through these tools belongs to its owner (the device that asked, else the
+session): only they list, read or delete it; creating them is rate-limited per owner
+(``VOXQUEUE_MONITOR_CREATES_PER_HOUR``). The operator's monitors (``VOXQUEUE_MONITORS``, as
+this process's settings define them) can be listed and read by all, deleted by none.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,8 @@ import time
 from celery import Celery
 from pydantic import ValidationError
 
-from workers.monitor.monitors import Kind, Monitor, MonitorStore, name_for
-from workers.tools.builtin._deps import runtime
+from workers.monitor.monitors import Kind, Monitor, MonitorStore, from_settings, name_for
+from workers.tools.builtin._deps import owner, runtime
 from workers.tools.context import current_call
 from workers.tools.net import Allowlist, check_url
 from workers.tools.registry import tool
@@ -26,6 +32,45 @@ def _app() -> Celery:
     from workers.app import app
 
     return app
+
+
+#: The rate limit's window, in seconds.
+CREATE_WINDOW_S = 3600
+
+# KEYS: the owner's creations (sorted set). ARGV: now, window, limit, member. 1: a slot taken.
+_TAKE_SLOT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+
+def _visible(monitor: Monitor, who: str) -> bool:
+    """Whether the caller may list and read it: the operator's, or their own."""
+    return from_settings(monitor, runtime().settings) or monitor.owner == who
+
+
+def _take_slot(who: str) -> None:
+    """Count one creation against the owner's hourly limit, or refuse it."""
+    rt = runtime()
+    limit = rt.settings.monitor_creates_per_hour
+    now = time.time()
+    taken = rt.redis.register_script(_TAKE_SLOT)(
+        keys=[rt.keys.monitor_creates(who)], args=[repr(now), CREATE_WINDOW_S, limit, repr(now)])
+    if taken != 1:
+        raise PermissionError(
+            f"at most {limit} monitors can be created per hour from here; try again later")
+
+
+def _start(monitor: Monitor) -> None:
+    """Give the monitor its beat entry and run its first check now (the baseline)."""
+    from workers.monitor.schedule import RUN_CHECK, schedule_monitor
+
+    app = _app()
+    schedule_monitor(app, monitor)
+    app.send_task(RUN_CHECK, args=[monitor.name])
 
 
 def _ago(ts: float | None) -> str:
@@ -94,13 +139,12 @@ def create_monitor(
         ) from None
     if kind in ("http", "json"):  # refuse now what the check would refuse every time
         check_url(monitor.target, Allowlist.parse(rt.settings.url_allowlist))
+    if store.get(chosen) is not None:
+        raise ValueError(f"a monitor named {chosen!r} exists already: pick another name")
+    _take_slot(owner())
     if not store.save(monitor):
         raise ValueError(f"a monitor named {chosen!r} exists already: pick another name")
-    from workers.monitor.schedule import RUN_CHECK, schedule_monitor
-
-    app = _app()
-    schedule_monitor(app, monitor)
-    app.send_task(RUN_CHECK, args=[monitor.name])  # the first check sets the baseline now
+    _start(monitor)
     note = f" (the shortest interval allowed is {shortest:g} s)" if every < shortest else ""
     return (
         f"Monitor {monitor.name!r} created: watching {monitor.describe().split(': ', 1)[1]}"
@@ -112,7 +156,8 @@ def create_monitor(
 def list_monitors() -> str:
     """List the monitors: what each watches, how often, and its current state."""
     store = _store()
-    monitors = store.all()
+    who = owner()
+    monitors = [m for m in store.all() if _visible(m, who)]
     if not monitors:
         return "There are no monitors."
     lines = []
@@ -127,7 +172,8 @@ def list_monitors() -> str:
         "status of the {name} monitor",
         "how is the {name} monitor",
         "what does the {name} monitor say",
-    )
+    ),
+    reads_untrusted=True,  # the state quotes the watched value
 )
 def monitor_status(name: str) -> str:
     """Tell how one monitor is doing: its state, since when, and its last check.
@@ -136,10 +182,7 @@ def monitor_status(name: str) -> str:
         name: The monitor's name, as list_monitors gives it.
     """
     store = _store()
-    monitor = store.get(name.strip().lower())
-    if monitor is None:
-        known = ", ".join(m.name for m in store.all()) or "none"
-        raise ValueError(f"no monitor named {name!r} (monitors: {known})")
+    monitor = _find(store, name)
     state = store.state(monitor.name)
     if state.checked_at is None:
         return f"{monitor.describe()}. Not checked yet."
@@ -163,9 +206,22 @@ def delete_monitor(name: str) -> str:
     from workers.monitor.schedule import unschedule_monitor
 
     store = _store()
-    chosen = name.strip().lower()
-    if not store.delete(chosen):
-        known = ", ".join(m.name for m in store.all()) or "none"
+    monitor = _find(store, name)
+    if from_settings(monitor, runtime().settings):
+        raise PermissionError(
+            f"{monitor.name!r} is configured by the operator (VOXQUEUE_MONITORS) and cannot be "
+            "deleted by voice")
+    if not store.delete(monitor.name):
+        raise ValueError(f"no monitor named {name!r}")
+    unschedule_monitor(_app(), monitor.name)
+    return f"Monitor {monitor.name!r} deleted."
+
+
+def _find(store: MonitorStore, name: str) -> Monitor:
+    """The caller's (or the operator's) monitor of that name; another owner's is not found."""
+    who = owner()
+    monitor = store.get(name.strip().lower())
+    if monitor is None or not _visible(monitor, who):
+        known = ", ".join(m.name for m in store.all() if _visible(m, who)) or "none"
         raise ValueError(f"no monitor named {name!r} (monitors: {known})")
-    unschedule_monitor(_app(), chosen)
-    return f"Monitor {chosen!r} deleted."
+    return monitor

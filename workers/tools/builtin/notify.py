@@ -1,11 +1,17 @@
-"""Notifications to a phone or a chat: a JSON webhook and/or an ntfy topic."""
+"""Notifications to a phone or a chat: a JSON webhook and/or an ntfy topic.
+
+Both URLs are the operator's and may carry credentials (a webhook's secret path, a topic's
+user and password): the message is posted to them only, no redirect is followed.
+"""
 
 from __future__ import annotations
 
 import base64
+from typing import Any
 
+from voxqueue.settings import Settings
 from workers.tools.builtin._deps import runtime
-from workers.tools.net import host_of, safe_request
+from workers.tools.net import FetchResult, RedirectRefusedError, host_of, safe_request
 from workers.tools.registry import tool
 
 __all__ = ["send_notification"]
@@ -36,27 +42,31 @@ def send_notification(message: str, title: str = "") -> str:
             "(JSON webhook) or VOXQUEUE_NTFY_URL (an ntfy topic URL)"
         )
     if s.notify_webhook_url:
-        url = s.notify_webhook_url
-        hook = safe_request(
-            "POST",
-            url,
+        hook = _post(
+            s.notify_webhook_url,
+            "VOXQUEUE_NOTIFY_WEBHOOK_URL",
             s,
-            allow=[host_of(url)],
             json_body={"title": title, "message": text, "text": text},
         )
         if not hook.ok:
             raise RuntimeError(f"the notification webhook answered HTTP {hook.status}")
     if s.ntfy_url:
-        url = s.ntfy_url
         headers = {"Content-Type": "text/plain; charset=utf-8"}
         if title.strip():
             headers["Title"] = _header_text(title.strip())
-        push = safe_request(
-            "POST", url, s, allow=[host_of(url)], content=text.encode(), headers=headers
-        )
+        push = _post(s.ntfy_url, "VOXQUEUE_NTFY_URL", s, content=text.encode(), headers=headers)
         if not push.ok:
             raise RuntimeError(f"ntfy answered HTTP {push.status}")
     return "Notification sent."
+
+
+def _post(url: str, setting: str, s: Settings, **kwargs: Any) -> FetchResult:
+    """POST to the configured ``url`` only: a redirect is an error naming ``setting``."""
+    try:
+        return safe_request("POST", url, s, allow=[host_of(url)], follow_redirects=False, **kwargs)
+    except RedirectRefusedError as exc:
+        hint = f"set {setting} to the address it points to"
+        raise RedirectRefusedError(exc.url, exc.status, exc.location, hint=hint) from None
 
 
 def _header_text(value: str) -> str:

@@ -5,6 +5,11 @@ Firing claims due items and announces them in one Lua script: the ``ZREM`` that 
 the claim, and the ``XADD`` to the owner's announcement stream happens in the same atomic
 step, so two sweepers never both fire an item, and a sweeper dying mid-way never loses one.
 Nothing lives in a worker's memory: items survive worker and beat restarts.
+
+An owner carries its kind: ``device:<name>`` items are announced on that device's stream,
+``session:<id>`` ones on the session's own (never on a device that shares its name). Items
+stored before, under a bare owner name, keep their stored keys and still fire; the device of
+that name lists and cancels them too.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ for _, id in ipairs(ids) do
       redis.call('ZREM', item.owner_key, id)
       local event = cjson.encode({v = 1, type = 'announcement', kind = item.kind,
         text = item.announce, ts = tonumber(ARGV[1]), id = id, label = item.label,
-        device = item.owner, due = item.due})
+        device = item.device or item.owner, due = item.due})
       redis.call('XADD', item.stream, 'MAXLEN', '~', ARGV[3], '*', 'e', event)
       redis.call('EXPIRE', item.stream, ARGV[4])
       table.insert(fired, raw)
@@ -74,6 +79,8 @@ class Item:
     owner_key: str
     stream: str
     duration_s: float | None = None
+    device: str | None = None
+    """The device that hears it (the owner's name for a device owner; else the owner)."""
 
     @property
     def left_s(self) -> float:
@@ -108,8 +115,9 @@ class TimerStore:
             due=due,
             created=time.time(),
             owner_key=self.keys.owner_timers(owner),
-            stream=self.keys.announcements(owner),
+            stream=self.stream_of(owner),
             duration_s=duration_s,
+            device=owner.removeprefix("device:"),
         )
         pipe = self.r.pipeline(transaction=True)
         pipe.hset(self.keys.timer_items(), item.id, json.dumps(asdict(item)))
@@ -118,17 +126,31 @@ class TimerStore:
         pipe.execute()
         return item
 
+    def stream_of(self, owner: str) -> str:
+        """Where the owner hears its items: the device's stream, else the session's."""
+        if owner.startswith("device:"):
+            return self.keys.announcements(owner.removeprefix("device:"))
+        if owner.startswith("session:"):
+            return self.keys.session_announcements(owner.removeprefix("session:"))
+        return self.keys.announcements(owner)  # a bare name, as stored before owner kinds
+
     def pending(self, owner: str) -> list[Item]:
-        """The owner's items not fired yet, soonest first."""
-        ids = cast(list[bytes | str], self.r.zrange(self.keys.owner_timers(owner), 0, -1))
-        if not ids:
-            return []
-        raws = self.r.hmget(self.keys.timer_items(), ids)
-        items = [Item(**json.loads(raw)) for raw in raws if raw is not None]
-        stale = [i for i, raw in zip(ids, raws, strict=True) if raw is None]
-        if stale:  # fired between the two reads
-            self.r.zrem(self.keys.owner_timers(owner), *stale)
-        return items
+        """The owner's items not fired yet, soonest first (a device's include those stored
+        under its bare name before owners carried their kind)."""
+        keys = [self.keys.owner_timers(owner)]
+        if owner.startswith("device:"):
+            keys.append(self.keys.owner_timers(owner.removeprefix("device:")))
+        items: list[Item] = []
+        for key in keys:
+            ids = cast(list[bytes | str], self.r.zrange(key, 0, -1))
+            if not ids:
+                continue
+            raws = self.r.hmget(self.keys.timer_items(), ids)
+            items += [Item(**json.loads(raw)) for raw in raws if raw is not None]
+            stale = [i for i, raw in zip(ids, raws, strict=True) if raw is None]
+            if stale:  # fired between the two reads
+                self.r.zrem(key, *stale)
+        return sorted(items, key=lambda i: i.due)
 
     def cancel(self, item: Item) -> bool:
         """Remove a pending item; False when it already fired (or was cancelled)."""

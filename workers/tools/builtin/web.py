@@ -1,13 +1,20 @@
-"""The web: a page's readable text, fetched through the SSRF guard."""
+"""The web: a page's readable text, fetched through the SSRF guard, from a site the person
+named (or one ``VOXQUEUE_FETCH_ALLOWED_HOSTS`` lists): a URL the model made up from what it
+read cannot carry the person's data away."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 
+import httpx
+
+from voxqueue.settings import Settings
 from workers.tools.builtin._deps import runtime
 from workers.tools.builtin.html_text import html_to_text
-from workers.tools.net import safe_get
+from workers.tools.context import current_call
+from workers.tools.net import BlockedURLError, safe_get
+from workers.tools.policy import host_in, named_hosts, split_list
 from workers.tools.registry import tool
 
 __all__ = ["fetch_url"]
@@ -23,7 +30,31 @@ _TEXT_TYPES = (
 )
 
 
-@tool(examples=("read {url}", "open {url}", "what does {url} say", "fetch {url}"))
+def require_named_host(url: str, settings: Settings) -> None:
+    """Refuse (a PermissionError, before any lookup or read) a model-given URL whose host
+    the person did not name this turn and no setting allows, or that is not http(s).
+    Outside a turn (plain Python) no model chose it, and nothing is refused."""
+    call = current_call()
+    if call is None:
+        return
+    try:
+        parsed = httpx.URL(url)
+    except (httpx.InvalidURL, TypeError) as exc:
+        raise ValueError(f"invalid URL {url!r}: {exc}") from None
+    if parsed.scheme not in ("http", "https"):
+        raise BlockedURLError(f"only http and https URLs are fetched, not {url!r}")
+    host = parsed.host
+    if host_in(host, named_hosts(call.utterance or "")) or host_in(
+            host, split_list(settings.fetch_allowed_hosts)):
+        return
+    raise PermissionError(
+        f"{host or url} was not named by the person in this request and is not in "
+        "VOXQUEUE_FETCH_ALLOWED_HOSTS; only sites the person names are opened. Ask them to say "
+        "the site's address.")
+
+
+@tool(examples=("read {url}", "open {url}", "what does {url} say", "fetch {url}"),
+      reads_untrusted=True)
 def fetch_url(url: str) -> str:
     """Fetch a web page and return its readable text (public http and https addresses only).
 
@@ -34,6 +65,7 @@ def fetch_url(url: str) -> str:
     if "://" not in target:
         target = "https://" + target
     s = runtime().settings
+    require_named_host(target, s)
     page = safe_get(target, s, headers={"Accept": "text/html, text/plain;q=0.9, */*;q=0.5"})
     if not page.ok:
         raise RuntimeError(f"{page.url} answered HTTP {page.status}")

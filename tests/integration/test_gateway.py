@@ -1,0 +1,213 @@
+"""The device gateway, as devices and attackers meet it: ``voxqueue gateway`` (uvicorn) in its
+own process in front of real workers, devices with their own tokens from ``voxqueue devices
+add``, and no Redis for any device."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from tests.conftest import ROOT, SPEECH, free_port
+from voxqueue.client import InputError
+from voxqueue.gateway.app import session_of
+from voxqueue.gateway.remote import GatewayClient
+from voxqueue.settings import Settings
+
+pytestmark = pytest.mark.integration
+VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
+TURNS_PER_MINUTE = 12
+MAX_AUDIO_BYTES = 400_000
+
+
+@dataclass
+class Gateway:
+    url: str
+    env: dict[str, str]
+
+    def add(self, name: str) -> str:
+        """``voxqueue devices add NAME``: the token it prints."""
+        done = subprocess.run([*VOXQUEUE, "devices", "add", name], env=self.env, cwd=ROOT,
+                              capture_output=True, text=True, timeout=30, check=True)
+        return done.stdout.strip()
+
+    def device(self, name: str | None = None) -> GatewayClient:
+        """A new device's client: its own name and token; Redis out of reach."""
+        token = self.add(name or f"dev-{uuid.uuid4().hex[:8]}")
+        return GatewayClient(Settings(  # type: ignore[call-arg]
+            _env_file=None, gateway_url=self.url, device_token=token,
+            redis_url="redis://127.0.0.1:1/0"))
+
+
+@pytest.fixture(scope="module")
+def gateway(system, tmp_path_factory) -> Iterator[Gateway]:
+    port = free_port()
+    env = {**system.env, "VOXQUEUE_GATEWAY_TURNS_PER_MINUTE": str(TURNS_PER_MINUTE),
+           "VOXQUEUE_MAX_AUDIO_BYTES": str(MAX_AUDIO_BYTES), "VOXQUEUE_MAX_DEADLINE_S": "120"}
+    log = (tmp_path_factory.mktemp("gateway") / "gateway.log").open("wb")
+    proc = subprocess.Popen([*VOXQUEUE, "gateway", "--port", str(port)], env=env, cwd=ROOT,
+                            stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    give_up = time.time() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        assert proc.poll() is None and time.time() < give_up, "the gateway did not start"
+        time.sleep(0.2)
+    yield Gateway(url, env)
+    proc.terminate()
+    proc.wait(10)
+    log.close()
+
+
+# -- what a device does ---------------------------------------------------------------------------
+def test_a_device_asks_and_hears_through_the_gateway(gateway, fake):
+    fake.script_chat({"match": "through the gateway", "content": "Loud and clear."})
+    with gateway.device("kitchen-speaker") as kitchen:
+        turn = kitchen.ask("can you hear me through the gateway", session="morning")
+        audio = b"".join(turn.playback(timeout=30))
+        result = turn.result()
+    assert result.status == "ok" and result.reply == "Loud and clear."
+    assert len(audio) > 3200
+    assert turn.session_id == session_of("kitchen-speaker", "morning")
+
+
+def test_a_spoken_turn_through_the_gateway(gateway, fake):
+    fake.script_transcripts("what time is it")
+    fake.script_chat({"match": "what time", "content": "Time for tea."})
+    with gateway.device() as device:
+        result = device.say(SPEECH / "command_time.wav").wait(timeout=30)
+    assert result.status == "ok", result.error
+    assert result.transcript == "what time is it" and result.reply == "Time for tea."
+
+
+def test_cancel_through_the_gateway(gateway, fake):
+    fake.inject("chat", delay=3.0)
+    with gateway.device() as device:
+        turn = device.ask("a slow one")
+        time.sleep(0.5)
+        turn.cancel()
+        assert turn.wait(timeout=20).status == "cancelled"
+
+
+def test_announcements_reach_their_device_only(gateway, client):
+    with gateway.device("hall") as hall, gateway.device("porch") as porch:
+        hall_start = hall.entries("/v1/announcements", None, 0).last_id
+        porch_start = porch.entries("/v1/announcements", None, 0).last_id
+        client.redis.xadd(client.keys.announcements("hall"), {
+            "e": '{"v": 1, "type": "announcement", "kind": "timer", "text": "Tea is ready."}'})
+        got = hall.entries("/v1/announcements", hall_start, 2000)
+        assert [e.event["text"] for e in got.entries] == ["Tea is ready."]
+        assert porch.entries("/v1/announcements", porch_start, 500).entries == []
+
+
+# -- limits are the server's ----------------------------------------------------------------------
+def test_limits_are_enforced_by_the_gateway(gateway):
+    with gateway.device() as device:
+        with pytest.raises(InputError) as too_long:
+            device.ask("x" * 5000)
+        assert too_long.value.code == "text-too-long"
+        with pytest.raises(InputError) as far:
+            device.ask("hello", deadline_s=32 * 365 * 24 * 3600)
+        assert far.value.code == "invalid-input" and "ceiling" in str(far.value)
+        with pytest.raises(InputError) as big:
+            device.say(SPEECH / "long_question.wav")  # 20 s: over the gateway's 400 kB
+        assert big.value.code == "too-large"
+        with pytest.raises(InputError) as junk:
+            device.say(b"not a wav file at all")
+        assert junk.value.code == "audio-invalid"
+
+
+def test_a_device_is_rate_limited_with_retry_after(gateway, fake):
+    fake.script_chat({"match": "burst", "repeat": True, "content": "ok"})
+    with gateway.device() as device:
+        for _ in range(TURNS_PER_MINUTE):
+            device.ask("burst", speak=False)
+        answer = device.http.post("/v1/turns", json={"text": "burst", "speak": False})
+    assert answer.status_code == 429
+    assert answer.json()["code"] == "rate-limited"
+    assert 1 <= int(answer.headers["Retry-After"]) <= 61
+
+
+# -- an attacker with a device, or with no token ------------------------------------------------
+def test_no_token_a_bad_token_and_a_revoked_token_are_refused(gateway):
+    anonymous = httpx.post(f"{gateway.url}/v1/turns", json={"text": "hi"})
+    assert anonymous.status_code == 401
+    forged = httpx.post(f"{gateway.url}/v1/turns", json={"text": "hi"},
+                        headers={"Authorization": "Bearer vqd_" + "A" * 43})
+    assert forged.status_code == 401
+    with gateway.device("to-revoke") as device:
+        assert device.http.get("/v1/announcements").status_code == 200
+        subprocess.run([*VOXQUEUE, "devices", "revoke", "to-revoke"], env=gateway.env, cwd=ROOT,
+                       check=True, capture_output=True, timeout=30)
+        assert device.http.get("/v1/announcements").status_code == 401
+    listed = subprocess.run([*VOXQUEUE, "devices"], env=gateway.env, cwd=ROOT, text=True,
+                            check=True, capture_output=True, timeout=30).stdout
+    assert "kitchen-speaker" in listed and "to-revoke" not in listed
+    assert "vqd_" not in listed, "tokens are never shown again"
+
+
+def test_a_device_cannot_read_or_cancel_another_devices_turn(gateway, fake):
+    fake.inject("chat", delay=2.0)
+    with gateway.device("victim") as victim, gateway.device("thief") as thief:
+        turn = victim.ask("my secret question", session="private")
+        events = thief.http.get(f"/v1/turns/{turn.turn_id}/events")
+        cancel = thief.http.post(f"/v1/turns/{turn.turn_id}/cancel")
+        assert events.status_code == 404 and cancel.status_code == 404
+        assert turn.wait(timeout=30).status == "ok", "the victim's turn went on"
+
+
+def test_sessions_are_per_device_even_with_the_same_name(gateway, fake, client):
+    fake.script_chat({"match": "remember", "repeat": True, "content": "Noted."})
+    with gateway.device("alice") as alice, gateway.device("bob") as bob:
+        alice.ask("remember my code is 4711", session="shared", speak=False).wait(timeout=30)
+        bob_turn = bob.ask("remember nothing", session="shared", speak=False)
+        bob_turn.wait(timeout=30)
+    alice_history = client.redis.lrange(client.keys.messages(session_of("alice", "shared")), 0, -1)
+    bob_history = client.redis.lrange(client.keys.messages(bob_turn.session_id), 0, -1)
+    assert any(b"4711" in m for m in alice_history)
+    assert not any(b"4711" in m for m in bob_history)
+    assert client.store.spec(bob_turn.turn_id).device == "bob"
+
+
+def test_the_edge_runs_through_the_gateway_with_no_redis(gateway, fake, tmp_path):
+    """``voxqueue edge`` with a gateway URL and its token, Redis out of its reach."""
+    fake.script_transcripts("What time is it in Tokyo?", "Set a timer for five minutes.")
+    token = gateway.add("edge-box")
+    env = {**gateway.env, "VOXQUEUE_GATEWAY_URL": gateway.url, "VOXQUEUE_DEVICE_TOKEN": token,
+           "VOXQUEUE_REDIS_URL": "redis://127.0.0.1:1/0", "VOXQUEUE_EDGE_DEVICE": "edge-box"}
+    out = tmp_path / "replies"
+    proc = subprocess.run(
+        [*VOXQUEUE, "edge", "--wav", str(SPEECH / "edge_two_turns.wav"), "--audio-out", str(out),
+         "-w", "hey_jarvis", "-w", "okay_nabu"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("run-end ok") == 2, proc.stdout
+    assert len(sorted(out.glob("*-turn-*.wav"))) == 2
+    assert "Cannot reach the server" not in proc.stdout + proc.stderr, "it never needed Redis"
+
+
+def test_a_device_cannot_recall_another_devices_memory(gateway, fake):
+    fake.script_chat(
+        {"match": "remember", "tool_calls": [
+            {"name": "remember", "arguments": {"fact": "the safe code is 4711"}}]},
+        {"match": "what do you remember", "tool_calls": [
+            {"name": "recall", "arguments": {"query": "safe code"}}]},
+        {"after_tool": True, "repeat": True, "content": "Done."},
+    )
+    with gateway.device("owner-box") as owner, gateway.device("snoop-box") as snoop:
+        assert owner.ask("remember the safe code is 4711", speak=False).wait(
+            timeout=30).status == "ok"
+        result = snoop.ask("what do you remember about the safe code", speak=False).wait(
+            timeout=30)
+    (call,) = result.tool_calls
+    assert call.name == "recall" and "4711" not in (call.result or "") + (call.error or "")

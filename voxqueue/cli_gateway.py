@@ -1,0 +1,81 @@
+"""``voxqueue gateway`` and ``voxqueue devices``: the devices' way in, and their tokens."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from voxqueue.devices import DeviceError, DeviceRegistry
+from voxqueue.keys import Keys
+from voxqueue.redis_conn import connect
+from voxqueue.settings import get_settings
+
+out = Console()
+err = Console(stderr=True)
+
+devices_app = typer.Typer(help="Devices and their tokens (for the gateway).",
+                          invoke_without_command=True)
+
+
+def _registry() -> DeviceRegistry:
+    settings = get_settings()
+    return DeviceRegistry(connect(settings), Keys(settings.key_prefix))
+
+
+@devices_app.callback()
+def devices_list(ctx: typer.Context) -> None:
+    """List the devices (no tokens: only their hashes are kept)."""
+    if ctx.invoked_subcommand is not None:
+        return
+    table = Table("device", "added", "last seen")
+    for device in _registry().list():
+        table.add_row(device.name, _when(device.created_at), _when(device.last_seen))
+    out.print(table)
+
+
+@devices_app.command("add")
+def devices_add(name: str) -> None:
+    """Register a device and print its token (shown once: put it in the device's
+    VOXQUEUE_DEVICE_TOKEN)."""
+    try:
+        token = _registry().add(name)
+    except DeviceError as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
+    print(token)
+
+
+@devices_app.command("revoke")
+def devices_revoke(name: str) -> None:
+    """Forget a device's token: the gateway refuses it from its next request."""
+    try:
+        _registry().revoke(name)
+    except DeviceError as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
+    out.print(f"revoked {name}")
+
+
+def gateway(
+    host: Annotated[str | None, typer.Option(help="Address to listen on.")] = None,
+    port: Annotated[int | None, typer.Option(help="Port to listen on.")] = None,
+    certfile: Annotated[str | None, typer.Option(help="TLS certificate (PEM).")] = None,
+    keyfile: Annotated[str | None, typer.Option(help="TLS private key (PEM).")] = None,
+) -> None:
+    """Serve the devices' gateway (HTTP; TLS with --certfile/--keyfile, or behind a proxy)."""
+    from voxqueue.gateway.app import serve
+
+    settings = get_settings()
+    updates = {k: v for k, v in {"gateway_host": host, "gateway_port": port}.items()
+               if v is not None}
+    serve(settings.model_copy(update=updates), certfile=certfile, keyfile=keyfile)
+
+
+def _when(ts: float | None) -> str:
+    if ts is None:
+        return "never"
+    return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")

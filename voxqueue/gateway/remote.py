@@ -1,0 +1,135 @@
+"""A device's side of the gateway: the same API as :class:`voxqueue.client.Client`, over HTTP
+with the device's token, and no Redis at all."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from voxqueue.client import InputError, Turn, Unavailable
+from voxqueue.contracts import TurnEvent, TurnSpec
+from voxqueue.contracts.gateway import Entries, GatewayError, TurnCreated
+from voxqueue.settings import Settings
+from voxqueue.turns import StreamEntry
+
+
+class GatewayClient:
+    """Starts turns through the gateway and follows them. Thread-safe; reuse one per process.
+
+    ``device`` arguments are ignored: the gateway knows the device from its token.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        if not settings.gateway_url or settings.device_token is None:
+            raise ValueError("set VOXQUEUE_GATEWAY_URL and VOXQUEUE_DEVICE_TOKEN")
+        self.settings = settings
+        token = settings.device_token.get_secret_value()
+        self.http = httpx.Client(base_url=settings.gateway_url.rstrip("/"),
+                                 headers={"Authorization": f"Bearer {token}"},
+                                 timeout=httpx.Timeout(15.0, connect=5.0))
+
+    # -- turns ----------------------------------------------------------------------------------
+    def ask(self, text: str, *, session: str | None = None, device: str | None = None,
+            speak: bool = True, deadline_s: float | None = None) -> GatewayTurn:
+        body = {"text": text, "session": session, "speak": speak, "deadline_s": deadline_s}
+        made = self._created(self._call("POST", "/v1/turns", json=body))
+        return GatewayTurn(self, self._spec(made, "text", text))
+
+    def say(self, audio: str | Path | bytes, *, session: str | None = None,
+            device: str | None = None, speak: bool = True, deadline_s: float | None = None,
+            pcm_rate: int | None = None, created_at: float | None = None) -> GatewayTurn:
+        data = Path(audio).read_bytes() if isinstance(audio, str | Path) else audio
+        params: dict[str, Any] = {"speak": str(speak).lower()}
+        if session is not None:
+            params["session"] = session
+        if deadline_s is not None:
+            params["deadline_s"] = deadline_s
+        if pcm_rate is not None:
+            params["rate"] = pcm_rate
+        made = self._created(self._call("POST", "/v1/turns/audio", params=params, content=data))
+        return GatewayTurn(self, self._spec(made, "audio", None, created_at))
+
+    def speak(self, text: str, *, device: str | None = None, session: str | None = None,
+              deadline_s: float | None = None) -> GatewayTurn:
+        """Have ``text`` said as it is on this device (an announcement read aloud)."""
+        body = {"text": text, "session": session, "deadline_s": deadline_s}
+        made = self._created(self._call("POST", "/v1/speak", json=body))
+        return GatewayTurn(self, self._spec(made, "text", text))
+
+    def ping(self) -> bool:
+        try:
+            return self.http.get("/v1/health", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def entries(self, path: str, after: str | None, wait_ms: int) -> Entries:
+        """One long poll of a stream the device may read (its turn's events, announcements)."""
+        params: dict[str, Any] = {"wait_ms": wait_ms}
+        if after is not None:
+            params["after"] = after
+        answer = self._call("GET", path, params=params, timeout=wait_ms / 1000 + 10)
+        return Entries.model_validate_json(answer.content)
+
+    def cancel(self, turn_id: str) -> None:
+        self._call("POST", f"/v1/turns/{turn_id}/cancel")
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> GatewayClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------
+    def _call(self, method: str, path: str, **kw: Any) -> httpx.Response:
+        """The answer, or InputError (refused: its code) / Unavailable (not reached)."""
+        try:
+            answer = self.http.request(method, path, **kw)
+        except httpx.HTTPError as exc:
+            raise Unavailable(f"the gateway at {self.settings.gateway_url} is unreachable: "
+                              f"{exc.__class__.__name__}: {exc}") from exc
+        if answer.status_code < 400:
+            return answer
+        try:
+            refused = GatewayError.model_validate_json(answer.content)
+        except ValueError:
+            refused = GatewayError(code=f"http-{answer.status_code}", message=answer.text[:200])
+        if answer.status_code in (502, 503, 504):
+            raise Unavailable(f"the gateway answered {answer.status_code}: {refused.message}")
+        raise InputError(refused.code, refused.message)
+
+    def _created(self, answer: httpx.Response) -> TurnCreated:
+        return TurnCreated.model_validate_json(answer.content)
+
+    def _spec(self, made: TurnCreated, kind: str, text: str | None,
+              created_at: float | None = None) -> TurnSpec:
+        """The device's copy of what it needs of the turn (the server keeps the real one)."""
+        return TurnSpec(turn_id=made.turn_id, session_id=made.session_id, input=kind,  # type: ignore[arg-type]
+                        text=text, created_at=created_at or time.time(), deadline=made.deadline)
+
+
+class GatewayTurn(Turn):
+    """A turn followed through the gateway: the same events, playback and result as
+    :class:`voxqueue.client.Turn`."""
+
+    client: GatewayClient  # type: ignore[assignment]
+
+    def __init__(self, client: GatewayClient, spec: TurnSpec) -> None:
+        super().__init__(client, spec)  # type: ignore[arg-type]
+
+    def _read(self, block_ms: int) -> list[StreamEntry]:
+        got = self.client.entries(f"/v1/turns/{self.turn_id}/events", self._last_id, block_ms)
+        return [StreamEntry(e.id, TurnEvent.model_validate(e.event), e.pcm_bytes())
+                for e in got.entries]
+
+    def _give_up(self) -> bool:
+        return False  # the server's sweeper ends overdue turns; its run-end is read if it comes
+
+    def cancel(self, reason: str = "cancelled by the caller") -> None:
+        self.client.cancel(self.turn_id)
+
