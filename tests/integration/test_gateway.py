@@ -16,8 +16,8 @@ import pytest
 
 from tests.conftest import ROOT, SPEECH, free_port
 from voxqueue.client import InputError
-from voxqueue.gateway.app import session_of
 from voxqueue.gateway.remote import GatewayClient
+from voxqueue.gateway.rules import session_of
 from voxqueue.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -211,3 +211,39 @@ def test_a_device_cannot_recall_another_devices_memory(gateway, fake):
             timeout=30)
     (call,) = result.tool_calls
     assert call.name == "recall" and "4711" not in (call.result or "") + (call.error or "")
+
+
+# -- streamed capture over a WebSocket -----------------------------------------------------------
+def frames_of(name: str, ms: int = 20) -> list[bytes]:
+    import wave
+
+    with wave.open(str(SPEECH / name)) as w:
+        pcm = w.readframes(w.getnframes())
+    step = 16 * ms * 2
+    return [pcm[i:i + step] for i in range(0, len(pcm), step)]
+
+
+def test_a_device_streams_its_capture_frame_by_frame(gateway, fake):
+    fake.script_transcripts("what time is it")
+    fake.script_chat({"match": "what time", "content": "Streamed and answered."})
+    with gateway.device() as device:
+        turn = device.say_frames(iter(frames_of("command_time.wav")), session="streamed")
+        result = turn.wait(timeout=30)
+    assert result.status == "ok", result.error
+    assert result.transcript == "what time is it" and result.reply == "Streamed and answered."
+    (upload,) = fake.requests_for("transcriptions")
+    assert upload["file_size"] > 16000 * 2, "the whole utterance reached the STT"
+
+
+def test_a_streamed_capture_over_the_limit_or_unauthenticated_is_refused(gateway):
+    import websockets.sync.client as wsc
+    from websockets.exceptions import InvalidStatus
+
+    with gateway.device() as device:
+        with pytest.raises(InputError) as big:
+            device.say_frames(iter(frames_of("long_question.wav")))  # over 400 kB
+        assert big.value.code == "too-large"
+    url = gateway.url.replace("http", "ws", 1) + "/v1/turns/stream"
+    with pytest.raises(InvalidStatus) as refused:
+        wsc.connect(url, open_timeout=5)
+    assert refused.value.response.status_code == 403

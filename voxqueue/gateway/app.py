@@ -12,7 +12,6 @@ from, so a device that lost its connection resumes where it was and misses nothi
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -23,19 +22,20 @@ from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from voxqueue.client import Client, InputError, Turn, Unavailable
 from voxqueue.contracts import TurnSpec
 from voxqueue.contracts.gateway import (
-    SESSION_PATTERN,
     Entries,
     GatewayError,
     TextTurnRequest,
     TurnCreated,
 )
 from voxqueue.devices import DeviceRegistry
+from voxqueue.gateway.capture import stream_turn
 from voxqueue.gateway.limits import RateLimiter
+from voxqueue.gateway.rules import Refused, session_of
 from voxqueue.gateway.streams import read_after
 from voxqueue.settings import Settings
 from voxqueue.turns import TurnNotFound
@@ -46,15 +46,6 @@ MAX_WAIT_MS = 10_000
 MAX_JSON_BYTES = 256 * 1024
 
 Handler = Callable[[Request, str], Awaitable[Response]]
-
-
-class Refused(Exception):
-    """A request the gateway answers with an error: status, code, message."""
-
-    def __init__(self, status: int, code: str, message: str,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.headers = status, code, message, headers
 
 
 class Gateway:
@@ -156,8 +147,7 @@ class Gateway:
     async def audio_turn(self, request: Request, device: str) -> Response:
         q = request.query_params
         session = q.get("session")
-        if session is not None and not _valid_session(session):
-            raise Refused(400, "invalid-input", "session: 1 to 64 of A-Z a-z 0-9 _ . -")
+        session_of(device, session)  # refused early when malformed
         try:
             deadline = self._deadline(float(q["deadline_s"])) if "deadline_s" in q else None
             rate = int(q["rate"]) if "rate" in q else None
@@ -214,6 +204,7 @@ def create_app(settings: Settings) -> Starlette:
         Route("/v1/turns/{turn_id:str}/events", gw.guarded(gw.turn_events)),
         Route("/v1/turns/{turn_id:str}/cancel", gw.guarded(gw.cancel_turn), methods=["POST"]),
         Route("/v1/announcements", gw.guarded(gw.announcements)),
+        WebSocketRoute("/v1/turns/stream", lambda ws: stream_turn(gw, ws)),
     ]
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -226,15 +217,6 @@ def create_app(settings: Settings) -> Starlette:
 
 
 # -- helpers -------------------------------------------------------------------------------------
-def session_of(device: str, session: str | None) -> str:
-    """A device's sessions live in its own namespace: no device can name another's."""
-    return f"dev.{device}.{session or 'default'}"
-
-
-def _valid_session(session: str) -> bool:
-    return re.fullmatch(SESSION_PATTERN, session) is not None
-
-
 def _poll_params(request: Request, default_after: str | None) -> tuple[str | None, int]:
     q = request.query_params
     after = q.get("after", default_after)

@@ -3,9 +3,12 @@ with the device's token, and no Redis at all."""
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 import httpx
 
@@ -51,6 +54,44 @@ class GatewayClient:
             params["rate"] = pcm_rate
         made = self._created(self._call("POST", "/v1/turns/audio", params=params, content=data))
         return GatewayTurn(self, self._spec(made, "audio", None, created_at))
+
+    def say_frames(self, frames: Iterable[bytes], *, rate: int = 16000,
+                   session: str | None = None, speak: bool = True,
+                   deadline_s: float | None = None) -> GatewayTurn:
+        """A turn from audio sent frame by frame while it is captured (16-bit mono PCM at
+        ``rate``): the turn starts as soon as the frames end."""
+        from websockets.exceptions import ConnectionClosed, WebSocketException
+        from websockets.sync.client import connect
+
+        params = {"rate": rate, "speak": str(speak).lower(),
+                  **({"session": session} if session else {}),
+                  **({"deadline_s": deadline_s} if deadline_s else {})}
+        url = (self.settings.gateway_url or "").replace("http", "ws", 1).rstrip("/")
+        url += "/v1/turns/stream?" + urlencode(params)
+        token = self.http.headers["Authorization"]
+        try:
+            with connect(url, additional_headers={"Authorization": token},
+                         open_timeout=5) as ws:
+                try:
+                    for frame in frames:
+                        ws.send(frame)
+                    ws.send(json.dumps({"type": "end"}))
+                except ConnectionClosed:
+                    pass  # refused while sending (too large, rate): its reason is waiting
+                answer = json.loads(ws.recv(timeout=15))
+        except ConnectionClosed as exc:
+            code = exc.rcvd.code if exc.rcvd else None
+            if code in (1009, 4400):
+                raise InputError("too-large" if code == 1009 else "refused",
+                                 f"the gateway refused the stream ({exc})") from exc
+            raise Unavailable(f"the gateway's stream closed: {exc}") from exc
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            raise Unavailable(f"the gateway's stream at {url.split('?')[0]} failed: "
+                              f"{exc.__class__.__name__}: {exc}") from exc
+        if answer.get("type") != "turn":
+            raise InputError(str(answer.get("code", "refused")), str(answer.get("message")))
+        made = TurnCreated.model_validate({k: v for k, v in answer.items() if k != "type"})
+        return GatewayTurn(self, self._spec(made, "audio", None))
 
     def speak(self, text: str, *, device: str | None = None, session: str | None = None,
               deadline_s: float | None = None) -> GatewayTurn:
