@@ -13,7 +13,7 @@ from kombu import Connection, Consumer, Exchange, Queue
 
 from voxqueue.broker import INFLIGHT_INDEX, inflight_key, return_orphans
 
-DB = 3
+DB = 13
 LEASE_S = 0.6
 
 

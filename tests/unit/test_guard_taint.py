@@ -12,6 +12,7 @@ import pytest
 import redis
 
 from tests.fakes.http_services import FakeServices
+from tests.unit.runtimes import installed
 from voxqueue.contracts import ToolOutcome, TurnSpec
 from voxqueue.sessions import Sessions
 from voxqueue.settings import Settings
@@ -69,12 +70,8 @@ def rt(redis_server) -> Iterator[Runtime]:
                                 key_prefix=f"vqg-{uuid.uuid4().hex[:8]}"))
     ACTIONS.clear()
     SEEN_UTTERANCES.clear()
-    with use_runtime(runtime_):
+    with installed(runtime_):
         yield runtime_
-    keys = list(runtime_.redis.scan_iter(match=f"{runtime_.keys.prefix}:*"))
-    if keys:
-        runtime_.redis.delete(*keys)
-    runtime_.redis.close()
 
 
 @pytest.fixture

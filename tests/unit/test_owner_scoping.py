@@ -14,6 +14,7 @@ import pytest
 
 from tests.fakes.flip_server import FlipServer
 from tests.fakes.http_services import FakeServices
+from tests.unit.runtimes import installed
 from voxqueue.doctor import family_of
 from voxqueue.settings import Settings
 from workers.monitor.checks import run_check
@@ -44,14 +45,9 @@ def make_runtime(redis_server, services: FakeServices, **extra) -> Runtime:
 @pytest.fixture
 def rt(redis_server, services, monkeypatch) -> Iterator[Runtime]:
     services.reset()
-    runtime_ = make_runtime(redis_server, services)
     monkeypatch.setattr(monitor_tools, "_start", lambda monitor: None)  # no beat here
-    with use_runtime(runtime_):
+    with installed(make_runtime(redis_server, services)) as runtime_:
         yield runtime_
-    keys = list(runtime_.redis.scan_iter(match=f"{runtime_.keys.prefix}:*"))
-    if keys:
-        runtime_.redis.delete(*keys)
-    runtime_.redis.close()
 
 
 @contextmanager

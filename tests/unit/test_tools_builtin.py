@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.fakes.http_services import FakeServices
+from tests.unit.runtimes import installed
 from voxqueue.settings import Settings
 from workers.runtime.resources import Runtime
 from workers.tools.builtin import (
@@ -54,13 +55,8 @@ def make_runtime(redis_url: str, services: FakeServices, **extra) -> Runtime:
 @pytest.fixture
 def rt(redis_server, services):
     services.reset()
-    runtime_ = make_runtime(redis_server.url, services)
-    with use_runtime(runtime_):
+    with installed(make_runtime(redis_server.url, services)) as runtime_:
         yield runtime_
-    keys = list(runtime_.redis.scan_iter(match=f"{runtime_.keys.prefix}:*"))
-    if keys:
-        runtime_.redis.delete(*keys)
-    runtime_.redis.close()
 
 
 @contextmanager

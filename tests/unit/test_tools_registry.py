@@ -13,9 +13,9 @@ import docstring_parser
 import pytest
 
 from tests.conftest import ROOT, free_port
+from tests.unit.runtimes import installed
 from voxqueue.settings import Settings
 from workers.runtime.resources import Runtime
-from workers.tools.builtin._deps import use_runtime
 from workers.tools.context import ToolCall
 from workers.tools.executor import run_tool_call
 from workers.tools.listing import print_tools
@@ -88,12 +88,8 @@ def turn_state(redis_server):
     """A tool that reads untrusted content (every MCP tool) taints its turn in Redis."""
     url = redis_server.url.rsplit("/", 1)[0] + "/3"
     rt = Runtime(Settings(_env_file=None, redis_url=url, key_prefix=f"vqr-{uuid.uuid4().hex[:8]}"))
-    with use_runtime(rt):
+    with installed(rt):
         yield rt
-    keys = list(rt.redis.scan_iter(match=f"{rt.keys.prefix}:*"))
-    if keys:
-        rt.redis.delete(*keys)
-    rt.redis.close()
 
 
 @pytest.fixture(scope="module")
