@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx
 import pytest
@@ -30,6 +31,7 @@ MAX_AUDIO_BYTES = 400_000
 class Gateway:
     url: str
     env: dict[str, str]
+    log: Path
 
     def add(self, name: str) -> str:
         """``voxqueue devices add NAME``: the token it prints."""
@@ -50,7 +52,8 @@ def gateway(system, tmp_path_factory) -> Iterator[Gateway]:
     port = free_port()
     env = {**system.env, "VOXQUEUE_GATEWAY_TURNS_PER_MINUTE": str(TURNS_PER_MINUTE),
            "VOXQUEUE_MAX_AUDIO_BYTES": str(MAX_AUDIO_BYTES), "VOXQUEUE_MAX_DEADLINE_S": "120"}
-    log = (tmp_path_factory.mktemp("gateway") / "gateway.log").open("wb")
+    log_path = tmp_path_factory.mktemp("gateway") / "gateway.log"
+    log = log_path.open("wb")
     proc = subprocess.Popen([*VOXQUEUE, "gateway", "--port", str(port)], env=env, cwd=ROOT,
                             stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
@@ -63,7 +66,7 @@ def gateway(system, tmp_path_factory) -> Iterator[Gateway]:
             pass
         assert proc.poll() is None and time.time() < give_up, "the gateway did not start"
         time.sleep(0.2)
-    yield Gateway(url, env)
+    yield Gateway(url, env, log_path)
     proc.terminate()
     proc.wait(10)
     log.close()
@@ -247,3 +250,13 @@ def test_a_streamed_capture_over_the_limit_or_unauthenticated_is_refused(gateway
     with pytest.raises(InvalidStatus) as refused:
         wsc.connect(url, open_timeout=5)
     assert refused.value.response.status_code == 403
+
+
+def test_no_device_token_in_the_gateways_log(gateway):
+    """Last in this module: every request above was logged by now."""
+    with gateway.device() as device:
+        token = device.http.headers["Authorization"].split()[1]
+        device.http.get("/v1/announcements")
+    logged = gateway.log.read_text(errors="replace")
+    assert "GET /v1/announcements" in logged, "the gateway logs its requests"
+    assert token not in logged and "vqd_" not in logged

@@ -48,6 +48,21 @@ def leaked(text: str | bytes) -> list[str]:
     return [s for s in SECRETS if s.encode() in data]
 
 
+def cmdline_of(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
+def children_of(pid: int) -> list[int]:
+    try:
+        found = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [int(c) for c in found]
+
+
 def http_get(url: str, auth: tuple[str, str] | None = None) -> tuple[int, bytes]:
     request = urllib.request.Request(url)
     if auth:
@@ -338,6 +353,25 @@ def test_no_secret_in_logs_events_messages_or_flower(guarded, fake_providers, re
     applied = [line for line in logs.splitlines() if "TaskPool: Apply" in line]
     assert any(turn.turn_id[:12] in line for line in applied), "the logs are not at DEBUG"
     assert leaked(logs) == [], "a secret is in the logs"
+    # Command lines, as `ps` shows them, of every process of the system and its children.
+    argv = b"\n".join(cmdline_of(pid) for p in guarded.sup.procs
+                      for pid in (p.popen.pid, *children_of(p.popen.pid)))
+    assert b"celery" in argv and leaked(argv) == [], "a secret is on a command line"
+    # The exporter's metrics (what Prometheus scrapes, with no auth).
+    from voxqueue.metrics import Exporter
+
+    exporter = Exporter(client.settings)
+    metrics_port = free_port()
+    exporter.serve(metrics_port)
+    try:
+        exporter.sample_queues()
+        for t in (turn, second):
+            exporter.observe(t.turn_id)
+        status, metrics = http_get(f"http://127.0.0.1:{metrics_port}/metrics")
+    finally:
+        exporter.stop()
+    assert status == 200 and b"voxqueue_" in metrics and leaked(metrics) == []
+    case.note("and: every command line (ps), the exporter's /metrics")
 
 
 # -- rediss:// ----------------------------------------------------------------------------------
