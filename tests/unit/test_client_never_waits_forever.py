@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 
+import pytest
 import redis
 
 from voxqueue.client import Client, Turn
@@ -14,35 +16,37 @@ from voxqueue.settings import Settings
 DB = 8
 
 
-def test_a_turn_ended_without_its_run_end_is_ended_locally(redis_server):
+@pytest.fixture
+def client(redis_server) -> Iterator[Client]:
     url = redis_server.url[:-1] + str(DB)
     redis.Redis.from_url(url).flushdb()
-    with Client(Settings(_env_file=None, redis_url=url)) as client:  # type: ignore[call-arg]
-        now = time.time()
-        spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id="s", input="text", text="hi",
-                        created_at=now - 30, deadline=now - 10, speak=False)
-        client.store.create(spec)
-        client.redis.set(client.keys.ended(spec.turn_id), b"ok")  # ended; its events are gone
-        started = time.monotonic()
-        result = Turn(client, spec).wait()
-        assert time.monotonic() - started < 5
-        assert result.status == "timeout"
-        assert result.error is not None and result.error["code"] == "timeout"
+    with Client(Settings(_env_file=None, redis_url=url)) as made:  # type: ignore[call-arg]
+        yield made
 
 
-def test_finish_writes_the_end_flag_and_run_end_together(redis_server):
-    url = redis_server.url[:-1] + str(DB)
-    redis.Redis.from_url(url).flushdb()
-    with Client(Settings(_env_file=None, redis_url=url)) as client:  # type: ignore[call-arg]
-        now = time.time()
-        spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id="s2", input="text", text="hi",
-                        created_at=now, deadline=now + 30, speak=False)
-        client.store.create(spec)
-        client.redis.set(client.keys.session_lock("s2"), spec.turn_id)
-        assert client.store.finish(spec, "ok") is True
-        assert client.store.finish(spec, "error") is False
-        types = [e.event.type for e in client.store.history(spec.turn_id)]
-        assert types == ["run-start", "run-end"]
-        assert client.redis.get(client.keys.ended(spec.turn_id)) == b"ok"
-        assert not client.redis.exists(client.keys.session_lock("s2")), "the session is free"
-        assert client.redis.zscore(client.keys.active_turns(), spec.turn_id) is None
+def test_a_turn_ended_without_its_run_end_is_ended_locally(client):
+    now = time.time()
+    spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id="s", input="text", text="hi",
+                    created_at=now - 30, deadline=now - 10, speak=False)
+    client.store.create(spec)
+    client.redis.set(client.keys.ended(spec.turn_id), b"ok")  # ended; its events are gone
+    started = time.monotonic()
+    result = Turn(client, spec).wait()
+    assert time.monotonic() - started < 5
+    assert result.status == "timeout"
+    assert result.error is not None and result.error["code"] == "timeout"
+
+
+def test_finish_writes_the_end_flag_and_run_end_together(client):
+    now = time.time()
+    spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id="s2", input="text", text="hi",
+                    created_at=now, deadline=now + 30, speak=False)
+    client.store.create(spec)
+    client.redis.set(client.keys.session_lock("s2"), spec.turn_id)
+    assert client.store.finish(spec, "ok") is True
+    assert client.store.finish(spec, "error") is False
+    types = [e.event.type for e in client.store.history(spec.turn_id)]
+    assert types == ["run-start", "run-end"]
+    assert client.redis.get(client.keys.ended(spec.turn_id)) == b"ok"
+    assert not client.redis.exists(client.keys.session_lock("s2")), "the session is free"
+    assert client.redis.zscore(client.keys.active_turns(), spec.turn_id) is None

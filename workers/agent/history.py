@@ -21,6 +21,10 @@ class History:
     def load(self) -> list[Message]:
         return [json.loads(item) for item in self.r.lrange(self.key, 0, -1)]
 
+    def tail(self, n: int) -> list[Message]:
+        """The last ``n`` messages (all of them when there are fewer)."""
+        return [json.loads(item) for item in self.r.lrange(self.key, -n, -1)]
+
     def append(self, *messages: Message) -> None:
         self.extend(messages)
 

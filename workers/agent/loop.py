@@ -67,7 +67,9 @@ def start_turn(stage: Stage) -> None:
     """
     rt, spec = stage.rt, stage.spec
     history = history_of(stage)
-    earlier = history.load()
+    # The last answer and its tool results (at most the cap) are all that is needed here; the
+    # whole history is read once, by the step's context.
+    earlier = history.tail(rt.settings.max_tool_calls_per_answer + 1)
     opening: list[msg.Message] = []
     if not earlier:
         opening.append(msg.system(rt.settings.system_prompt))
