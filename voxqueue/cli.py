@@ -208,7 +208,7 @@ def trace(turn_id: str,
                                                         ".html picture of the waterfall.")] = None,
           ) -> None:
     """Show a turn's timeline as a waterfall: queue waits, providers, tools, speech."""
-    from voxqueue.trace import print_waterfall, spans, write_picture
+    from voxqueue.timeline import print_waterfall, spans, write_picture
     from voxqueue.turns import TurnNotFound
 
     with Client() as client:

@@ -196,7 +196,7 @@ class Client:
         self._send(task, job)
 
     def _send(self, task: str, job: Any) -> None:
-        from voxqueue.tracing import turn_root  # the turn's root span when tracing is on
+        from voxqueue.otel import turn_root  # the turn's root span when tracing is on
 
         job.enqueued_at = time.time()
         try:

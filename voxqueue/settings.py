@@ -217,7 +217,7 @@ class Settings(BaseSettings):
 
     # -- traces (the ``otel`` extra) -----------------------------------------------------------
     otel_enabled: bool = False
-    """One OpenTelemetry trace per turn across all queues (voxqueue/tracing.py)."""
+    """One OpenTelemetry trace per turn across all queues (voxqueue/otel.py)."""
     otel_exporter: str = "otlp"
     """``otlp`` (OTLP/HTTP, set by the ``OTEL_EXPORTER_OTLP_*`` variables), ``console``, or
     ``jsonl:/path/file`` (one JSON object per finished span)."""

@@ -1,4 +1,4 @@
-"""voxqueue.tracing in one process: the turn's trace id, parents through headers, errors."""
+"""voxqueue.otel in one process: the turn's trace id, parents through headers, errors."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ pytest.importorskip("opentelemetry.sdk.trace")
 from celery.app.task import Context
 from opentelemetry import trace
 
-from voxqueue import tracing
+from voxqueue import otel
 from voxqueue.settings import Settings
-from workers.runtime.tracing import job_of, span_attributes, task_headers
+from workers.runtime.task_spans import job_of, span_attributes, task_headers
 
 
 def traced(path: Path) -> Settings:
@@ -30,21 +30,21 @@ def records(path: Path) -> dict[str, dict[str, Any]]:
 
 def test_a_turn_id_is_its_trace_id():
     turn_id = uuid.uuid4().hex
-    assert tracing.trace_id_of(turn_id) == int(turn_id, 16)
-    other = tracing.trace_id_of("kitchen-turn-7")
-    assert other == tracing.trace_id_of("kitchen-turn-7") and 0 < other < 2**128
-    assert tracing.trace_id_of("0" * 32) != 0
+    assert otel.trace_id_of(turn_id) == int(turn_id, 16)
+    other = otel.trace_id_of("kitchen-turn-7")
+    assert other == otel.trace_id_of("kitchen-turn-7") and 0 < other < 2**128
+    assert otel.trace_id_of("0" * 32) != 0
 
 
 def test_task_spans_are_children_of_the_span_that_sent_them(tmp_path):
     path = tmp_path / "spans.jsonl"
     settings = traced(path)
     turn_id = uuid.uuid4().hex
-    with tracing.turn_root(settings, turn_id, "voxqueue.stt.transcribe", {"n": 1}) as headers:
+    with otel.turn_root(settings, turn_id, "voxqueue.stt.transcribe", {"n": 1}) as headers:
         pass
     assert headers["traceparent"].startswith(f"00-{turn_id}-")
 
-    stt = tracing.start_task_span(
+    stt = otel.start_task_span(
         settings,
         "stt",
         "voxqueue.stt.transcribe",
@@ -53,17 +53,17 @@ def test_task_spans_are_children_of_the_span_that_sent_them(tmp_path):
         {"turn_id": turn_id, "queue": "stt", "seq": None},
     )
     assert stt is not None
-    sent = tracing.inject()  # what the STT stage puts on the agent's task
-    with tracing.span("stt.provider", provider="fake"):
+    sent = otel.inject()  # what the STT stage puts on the agent's task
+    with otel.span("stt.provider", provider="fake"):
         pass
-    tracing.end_task_span(stt, attributes={"session_id": "s1"})
-    assert tracing.inject() == {}  # the task's context is gone with its span
+    otel.end_task_span(stt, attributes={"session_id": "s1"})
+    assert otel.inject() == {}  # the task's context is gone with its span
 
-    agent = tracing.start_task_span(
+    agent = otel.start_task_span(
         settings, "agent", "voxqueue.agent.step", sent, turn_id, {"turn_id": turn_id}
     )
     assert agent is not None
-    tracing.end_task_span(agent, RuntimeError("model exploded"))
+    otel.end_task_span(agent, RuntimeError("model exploded"))
 
     spans = records(path)
     root, first, child, second = (
@@ -89,9 +89,9 @@ def test_task_spans_are_children_of_the_span_that_sent_them(tmp_path):
 def test_a_task_without_a_trace_context_starts_the_turns_trace(tmp_path):
     path = tmp_path / "spans.jsonl"
     turn_id = uuid.uuid4().hex
-    handle = tracing.start_task_span(traced(path), "tts", "voxqueue.tts.speak", {}, turn_id, {})
+    handle = otel.start_task_span(traced(path), "tts", "voxqueue.tts.speak", {}, turn_id, {})
     assert handle is not None
-    tracing.end_task_span(handle)
+    otel.end_task_span(handle)
     span = records(path)["voxqueue.tts.speak"]
     assert span["trace_id"] == turn_id and span["parent_span_id"] is None
 
@@ -99,11 +99,11 @@ def test_a_task_without_a_trace_context_starts_the_turns_trace(tmp_path):
 def test_a_turn_started_inside_an_app_span_is_its_own_trace_linked_to_it(tmp_path):
     path = tmp_path / "spans.jsonl"
     settings = traced(path)
-    app_tracer = tracing.tracer(settings, "app")
+    app_tracer = otel.tracer(settings, "app")
     assert app_tracer is not None
     turn_id = uuid.uuid4().hex
     with app_tracer.start_as_current_span("http request") as outer:
-        with tracing.turn_root(settings, turn_id, "voxqueue.agent.step"):
+        with otel.turn_root(settings, turn_id, "voxqueue.agent.step"):
             pass
         assert trace.get_current_span() is outer
     spans = records(path)
@@ -115,14 +115,14 @@ def test_a_turn_started_inside_an_app_span_is_its_own_trace_linked_to_it(tmp_pat
 
 def test_off_nothing_is_traced_and_a_bad_exporter_is_refused(tmp_path):
     off = Settings(_env_file=None, otel_enabled=False)  # type: ignore[call-arg]
-    with tracing.turn_root(off, uuid.uuid4().hex, "voxqueue.agent.step") as headers:
+    with otel.turn_root(off, uuid.uuid4().hex, "voxqueue.agent.step") as headers:
         assert headers == {}
-    assert tracing.start_task_span(off, "agent", "x", None, None, {}) is None
-    assert tracing.extract(None) is None and tracing.extract({"lang": "py"}) is None
+    assert otel.start_task_span(off, "agent", "x", None, None, {}) is None
+    assert otel.extract(None) is None and otel.extract({"lang": "py"}) is None
     bad = Settings(_env_file=None, otel_enabled=True, otel_exporter="zipkin")  # type: ignore[call-arg]
     with pytest.raises(ValueError, match="jsonl:/path/file"):
-        tracing.tracer(bad, "client")
-    with tracing.span("outside any task") as nothing:
+        otel.tracer(bad, "client")
+    with otel.span("outside any task") as nothing:
         assert nothing is None
 
 

@@ -18,27 +18,27 @@ import workers.app
 from workers.app import app
 app.loader.import_default_modules()
 from celery.signals import task_prerun
-from voxqueue import tracing
+from voxqueue import otel
 from voxqueue.settings import Settings
-import workers.runtime.tracing as worker_tracing
+import workers.runtime.task_spans as worker_tracing
 
 logging.basicConfig(level=logging.WARNING)
 off = Settings(_env_file=None, otel_enabled=False)
 on = Settings(_env_file=None, otel_enabled=True, otel_exporter="console")
-with tracing.turn_root(off, "ab" * 16, "voxqueue.agent.step") as off_headers:
+with otel.turn_root(off, "ab" * 16, "voxqueue.agent.step") as off_headers:
     pass
 modules = sorted(m for m in sys.modules if m.startswith("opentelemetry"))
 hooked = any(r is worker_tracing._on_prerun for _, r in task_prerun.receivers)
-with tracing.turn_root(on, "ab" * 16, "voxqueue.agent.step") as on_headers:
+with otel.turn_root(on, "ab" * 16, "voxqueue.agent.step") as on_headers:
     pass
 print(json.dumps({{
     "modules": modules,
     "off_headers": off_headers,
     "on_headers": on_headers,
-    "inject": tracing.inject(),
+    "inject": otel.inject(),
     "hooked": hooked,
     "installed": worker_tracing.install(),
-    "task_span": tracing.start_task_span(on, "agent", "x", None, "ab" * 16, {{}}) is None,
+    "task_span": otel.start_task_span(on, "agent", "x", None, "ab" * 16, {{}}) is None,
 }}))
 """
 

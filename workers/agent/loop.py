@@ -17,8 +17,8 @@ from celery import chord, group
 
 from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, TOOLS_RUN
 from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob, TurnEvent
+from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
-from voxqueue.tracing import span
 from workers.agent import messages as msg
 from workers.agent.alert_data import alert_messages
 from workers.agent.context import prepare_context
@@ -196,7 +196,7 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
     that died after dispatching it is the same chord: Celery counts each call once and sends
     the callback once.
     """
-    from voxqueue.tracing import inject
+    from voxqueue.otel import inject
     from workers.app import app
 
     spec = stage.spec

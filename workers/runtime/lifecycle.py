@@ -15,7 +15,7 @@ from celery.signals import (
     worker_ready,
 )
 
-import workers.runtime.tracing  # noqa: F401  (task spans when tracing is on; hooks run first)
+import workers.runtime.task_spans  # noqa: F401  (task spans when tracing is on; hooks run first)
 from voxqueue.redaction import redact_event
 
 log = structlog.get_logger("voxqueue.worker")

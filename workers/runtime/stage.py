@@ -169,7 +169,7 @@ class Stage:
         """Hand the turn to the next stage, under the job's own task id (a copy sent again
         after a crash is the same job)."""
         from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TTS_SPEAK
-        from voxqueue.tracing import inject
+        from voxqueue.otel import inject
         from workers.app import app
 
         if task_name is None:

@@ -9,8 +9,8 @@ from celery import Task
 
 from voxqueue.celery_config import STT_TRANSCRIBE, TIME_LIMITS
 from voxqueue.contracts import AgentStep, ErrorCode, SttJob
+from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
-from voxqueue.tracing import span
 from workers.app import app
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin

@@ -10,7 +10,7 @@ from celery import Task
 from voxqueue.celery_config import TIME_LIMITS, TOOLS_RUN
 from voxqueue.contracts import ToolCallJob, ToolOutcome
 from voxqueue.effects import Fenced
-from voxqueue.tracing import span
+from voxqueue.otel import span
 from workers.app import app
 from workers.runtime.stage import Stage, begin
 from workers.runtime.trust import call_problem

@@ -9,8 +9,8 @@ from celery import Task
 
 from voxqueue.celery_config import TIME_LIMITS, TTS_SPEAK
 from voxqueue.contracts import ErrorCode, TtsJob
+from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
-from voxqueue.tracing import span
 from workers.app import app
 from workers.runtime import completion
 from workers.runtime.retry import ProviderError

@@ -13,10 +13,10 @@ from typing import Any
 import structlog
 from celery.signals import task_failure, task_postrun, task_prerun
 
-from voxqueue import tracing
+from voxqueue import otel
 from voxqueue.settings import get_settings
 
-_open: dict[tuple[str, int], tracing.TaskSpan] = {}
+_open: dict[tuple[str, int], otel.TaskSpan] = {}
 _errors: dict[tuple[str, int], BaseException] = {}
 _role: str | None = None
 
@@ -44,7 +44,7 @@ def job_of(args: Any) -> dict[str, Any] | None:
 def task_headers(request: Any) -> dict[str, Any]:
     """The custom headers of a task's message (Celery also copies them onto the request)."""
     found = dict(getattr(request, "headers", None) or {})
-    for name in tracing.HEADERS:
+    for name in otel.HEADERS:
         value = getattr(request, name, None)
         if value and name not in found:
             found[name] = value
@@ -76,7 +76,7 @@ def _on_prerun(task_id: str | None = None, task: Any = None, args: Any = None, *
     headers = task_headers(getattr(task, "request", None))
     if job is None and not headers.get("traceparent"):
         return  # beat's periodic housekeeping: not part of a turn
-    handle = tracing.start_task_span(
+    handle = otel.start_task_span(
         get_settings(),
         role(),
         name,
@@ -103,7 +103,7 @@ def _on_postrun(task_id: str | None = None, state: str | None = None, **_: Any) 
     if error is None and state == "FAILURE":
         error = RuntimeError("the task failed")
     session = structlog.contextvars.get_contextvars().get("session_id")
-    tracing.end_task_span(handle, error, {"session_id": session, "celery.state": state})
+    otel.end_task_span(handle, error, {"session_id": session, "celery.state": state})
 
 
 def install() -> bool:

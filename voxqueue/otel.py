@@ -10,7 +10,7 @@ every function is a cheap no-op (``inject()`` returns ``{}``).
   for every process of a turn.
 - **Context in the task headers.** The sender puts W3C ``traceparent`` (and ``tracestate``)
   in the Celery message headers (:func:`inject`); the worker makes its task span a child of
-  it (:func:`extract`, ``workers/runtime/tracing.py``).
+  it (:func:`extract`, ``workers/runtime/task_spans.py``).
 - The ``turn`` span covers the client's sending of the first task and ends then: the tasks
   are its (asynchronous) children and the trace ends with the last of them.
 - Exporters (``VOXQUEUE_OTEL_EXPORTER``): ``otlp`` (OTLP/HTTP, configured by the standard
@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Span, Tracer
 
-log = logging.getLogger("voxqueue.tracing")
+log = logging.getLogger("voxqueue.otel")
 
 #: The W3C trace-context headers carried by every task message of a traced turn.
 HEADERS: tuple[str, ...] = ("traceparent", "tracestate")
@@ -216,7 +216,7 @@ def extract(headers: Mapping[str, Any] | None) -> Context | None:
 def span(name: str, **attributes: Any) -> Iterator[Span | None]:
     """A child span of the current one (a provider call, a tool) when tracing is on.
 
-    ``with tracing.span("llm.complete", step=2):`` costs nothing while tracing is off, and
+    ``with otel.span("llm.complete", step=2):`` costs nothing while tracing is off, and
     records an exception raised inside as the span's error.
     """
     provider = _last
