@@ -23,8 +23,8 @@ from bench.harness import BenchSystem, bench_system, cpu_seconds, percentile, tu
 from tests.conftest import ROOT
 from tests.fakes.provider_server import _words as reply_tokens
 from voxqueue.client import Turn
+from voxqueue.process_table import DEFAULT_PROCESSES
 from voxqueue.settings import Settings
-from voxqueue.supervisor import DEFAULT_PROCESSES
 from workers.agent.sentences import SentenceSplitter
 
 #: The default fake profile: a fast cloud STT, an LLM with a realistic first token and speed,

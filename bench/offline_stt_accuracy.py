@@ -21,9 +21,9 @@ from typing import Any
 
 from tests.conftest import SPEECH
 from voxqueue.settings import Settings
-from workers.agent.intents import IntentMatcher
+from workers.intents import IntentMatcher
 from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
-from workers.tools.registry import default_registry
+from workers.toolkit.assembly import assemble_tools
 
 KINDS = ("command", "wake+command", "no-wake")
 
@@ -55,7 +55,7 @@ def main() -> None:
     parser.parse_args()
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
     started = time.perf_counter()
-    stt = PocketsphinxTranscriber(settings, default_registry(settings))
+    stt = PocketsphinxTranscriber(settings, assemble_tools(settings))
     print(f"recognizer built in {time.perf_counter() - started:.2f} s\n")
     entries = [e for e in json.loads((SPEECH / "manifest.json").read_text()) if e["kind"] in KINDS]
     rows: list[dict[str, Any]] = []

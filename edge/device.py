@@ -22,10 +22,11 @@ from edge.announcements import (
     RedisFeed,
 )
 from edge.display import Display
+from edge.jobs import AnnounceJob, NoticeJob, TurnJob, TurnRecord
 from edge.link import Link, redis_answers
 from edge.pipeline import Listener, NoSpeech, Utterance, Woke
 from edge.player import Player
-from edge.responder import AnnounceJob, NoticeJob, Responder, TurnJob, TurnRecord
+from edge.responder import Responder
 from edge.settings import EdgeSettings
 from edge.sources import Source
 from voxqueue.connect import connect_client

@@ -11,96 +11,25 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from edge.announcements import Announcement
 from edge.display import Display
 from edge.earcons import earcon
 from edge.frames import RATE
+from edge.jobs import AnnounceJob, Job, TurnJob, TurnRecord
 from edge.link import Link, is_connection_error
 from edge.player import Played, Player
+from edge.shown_turn import ShownTurn
 from voxqueue.client import InputError, Turn
 from voxqueue.connect import AnyClient
 from voxqueue.contracts import ErrorCode
-from voxqueue.turns import StreamEntry
 
 log = logging.getLogger("voxqueue.edge")
 
 NO_ANSWER = "Sorry, there was no answer in time."
 UNREACHABLE = "Sorry, I can't reach the server right now."
-
-
-class ShownTurn(Turn):
-    """A turn whose events are shown as they are read (also while its reply plays); it reads
-    and cancels through the turn it wraps (Redis, or the gateway)."""
-
-    def __init__(self, turn: Turn, show: Callable[[StreamEntry], None]) -> None:
-        super().__init__(turn.client, turn.spec)
-        self.inner = turn
-        self._show = show
-        self.seen: set[str] = set()
-        """The event types read so far."""
-
-    def _read(self, block_ms: int) -> list[StreamEntry]:
-        self.inner._last_id = self._last_id
-        return self.inner._read(block_ms)
-
-    def _give_up(self) -> bool:
-        return self.inner._give_up()
-
-    def cancel(self, reason: str = "cancelled by the caller") -> None:
-        self.inner.cancel(reason)
-
-    def events(self, timeout: float | None = None) -> Iterator[StreamEntry]:
-        shown = len(self._entries)
-        for n, entry in enumerate(super().events(timeout=timeout)):
-            if n >= shown:
-                self.seen.add(entry.event.type)
-                self._show(entry)
-            yield entry
-
-
-@dataclass
-class TurnJob:
-    pcm: bytes
-    ended_at: float
-    """Wall clock of the end of speech."""
-    session: str
-    follow_up: bool = False
-
-
-@dataclass
-class AnnounceJob:
-    announcement: Announcement
-
-
-@dataclass
-class NoticeJob:
-    sound: str
-    text: str
-
-
-Job = TurnJob | AnnounceJob | NoticeJob
-
-
-@dataclass
-class TurnRecord:
-    """What became of one command."""
-
-    session: str
-    turn_id: str | None = None
-    status: str = "pending"
-    """ok, error, cancelled, timeout; unsent (the server could not be reached) or lost (the
-    connection dropped while the reply was coming)."""
-    transcript: str | None = None
-    reply: str | None = None
-    played: Played | None = None
-    interrupted: bool = False
-    follow_up: bool = False
-    error: str | None = None
-    told: bool = False
-    """This turn's failure began an outage: the outage notice tells the user."""
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import wave
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -88,6 +89,22 @@ def from_pcm(data: bytes, *, max_bytes: int, max_seconds: float, rate: int = SAM
         samples = np.frombuffer(data, dtype="<i2").astype(np.float32) / 32768.0
         return Pcm(data=_float_to_pcm16(resample(samples, rate, SAMPLE_RATE)))
     return pcm
+
+
+def read_speech(audio: str | Path | bytes, *, max_bytes: int, max_seconds: float,
+                pcm_rate: int | None = None) -> Pcm:
+    """A spoken question as a caller hands it over: a WAV path, WAV bytes, or raw 16-bit PCM
+    at ``pcm_rate``; checked against the limits (a file's size before it is read) and
+    converted."""
+    if isinstance(audio, str | Path):
+        path = Path(audio)
+        if not path.is_file():
+            raise AudioError("audio-invalid", f"no such audio file: {path}")
+        check_size(path.stat().st_size, max_bytes)
+        audio = path.read_bytes()
+    if pcm_rate is not None:
+        return from_pcm(audio, max_bytes=max_bytes, max_seconds=max_seconds, rate=pcm_rate)
+    return read_wav(audio, max_bytes=max_bytes, max_seconds=max_seconds)
 
 
 def resample(samples: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:

@@ -12,10 +12,11 @@ import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
 
-from voxqueue.audio import AudioError, from_pcm, read_wav, to_wav
+from voxqueue.audio import AudioError, read_speech, to_wav
 from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, celery_config
 from voxqueue.contracts import AgentStep, ErrorCode, SttJob, TurnEvent, TurnResult, TurnSpec
 from voxqueue.keys import Keys
+from voxqueue.playback import in_speaking_order
 from voxqueue.redis_conn import connect, redact
 from voxqueue.result import assemble
 from voxqueue.settings import Settings, get_settings
@@ -86,24 +87,9 @@ class Client:
         The audio is checked and converted here, stored in Redis with a TTL, and the STT job
         carries only its key. ``created_at`` is the end of speech when the caller knows it.
         """
-        s = self.settings
         try:
-            if isinstance(audio, str | Path):
-                path = Path(audio)
-                if not path.is_file():
-                    raise InputError(ErrorCode.AUDIO_INVALID, f"no such audio file: {path}")
-                size = path.stat().st_size
-                if size > s.max_audio_bytes:
-                    raise AudioError("audio-too-large", f"the audio is {size / 1e6:.1f} MB, "
-                                     f"over the limit of {s.max_audio_bytes / 1e6:.1f} MB "
-                                     "(VOXQUEUE_MAX_AUDIO_BYTES)")
-                audio = path.read_bytes()
-            if pcm_rate is not None:
-                pcm = from_pcm(audio, max_bytes=s.max_audio_bytes, max_seconds=s.max_audio_seconds,
-                               rate=pcm_rate)
-            else:
-                pcm = read_wav(audio, max_bytes=s.max_audio_bytes,
-                               max_seconds=s.max_audio_seconds)
+            pcm = read_speech(audio, max_bytes=self.settings.max_audio_bytes,
+                              max_seconds=self.settings.max_audio_seconds, pcm_rate=pcm_rate)
         except AudioError as exc:
             raise InputError(exc.code, str(exc)) from exc
         turn_id = new_id()
@@ -294,48 +280,9 @@ class Turn:
         self._done = True
 
     def playback(self, timeout: float | None = None) -> Iterator[bytes]:
-        """The reply's PCM in speaking order, each chunk as soon as it can be played.
-
-        Sentences are synthesized in parallel and may finish out of order: a later sentence's
-        chunks wait until every earlier sentence has ended. When a sentence is synthesized again
-        (its task was redelivered), playback goes on from the byte offset already played, so
-        nothing is heard twice and nothing is skipped.
-        """
-        next_seq = 0
-        played: dict[int, int] = {}  # seq -> bytes played
-        pending: dict[int, list[tuple[int, bytes]]] = {}  # seq -> (offset, pcm), in arrival order
-        ended: set[int] = set()
-        sent: dict[tuple[int, int], int] = {}  # (seq, attempt) -> bytes seen (old workers)
-
-        def drain() -> Iterator[bytes]:
-            nonlocal next_seq
-            while True:
-                for offset, pcm in pending.pop(next_seq, []):
-                    done = played.get(next_seq, 0)
-                    if offset + len(pcm) > done:
-                        played[next_seq] = offset + len(pcm)
-                        yield pcm[max(0, done - offset):]
-                if next_seq not in ended:
-                    return
-                next_seq += 1
-
-        for entry in self.events(timeout=timeout):
-            ev, data = entry.event, entry.event.data
-            if ev.type == "tts-chunk" and entry.pcm is not None:
-                seq, attempt = int(data.get("seq", 0)), int(data.get("attempt", 1))
-                offset = data.get("offset")
-                if offset is None:
-                    offset = sent.get((seq, attempt), 0)
-                sent[(seq, attempt)] = int(offset) + len(entry.pcm)
-                pending.setdefault(seq, []).append((int(offset), entry.pcm))
-            elif ev.type == "tts-end":
-                ended.add(int(data.get("seq", 0)))
-            elif ev.type == "run-end":
-                ended.update(pending)
-                ended.update(range(next_seq, max([next_seq, *pending]) + 1))
-            else:
-                continue
-            yield from drain()
+        """The reply's PCM in speaking order, each chunk as soon as it can be played (see
+        :func:`voxqueue.playback.in_speaking_order`: nothing heard twice, nothing skipped)."""
+        yield from in_speaking_order(self.events(timeout=timeout))
 
     def wait(self, timeout: float | None = None) -> TurnResult:
         """Block until the turn ends; return its result."""

@@ -11,10 +11,10 @@ from typing import Any
 
 import redis
 
+from voxqueue.flower_auth import OLD_FLOWER_PASSWORD, flower_password_file
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import redact
 from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import OLD_FLOWER_PASSWORD, flower_password_file
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def check_beat(client: redis.Redis, settings: Settings) -> Check:
         return Check("beat", True, "one beat holds the scheduler lock")
     return Check("beat", False, "no beat is running (timers, monitors and the deadline sweeper "
                  "need it)", "run exactly one: celery -A workers beat -S "
-                 "workers.monitor.beat_scheduler:ResilientScheduler (voxqueue up does)")
+                 "workers.housekeeping.beat_scheduler:ResilientScheduler (voxqueue up does)")
 
 
 def check_flower(settings: Settings) -> list[Check]:

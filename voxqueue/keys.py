@@ -137,6 +137,10 @@ class Keys:
         """Hash: a monitor's state, last value and counters."""
         return f"{self.prefix}:monitor:{name}:state"
 
+    def tool_catalogue(self) -> str:
+        """String: the MCP servers' tools a tools worker listed (``ToolCatalogue`` JSON)."""
+        return f"{self.prefix}:tools:catalogue"
+
     def redbeat_prefix(self) -> str:
         """Prefix of beat's schedule entries and lock in Redis (celery-redbeat)."""
         return f"{self.prefix}:redbeat:"

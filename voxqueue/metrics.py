@@ -105,7 +105,7 @@ class Exporter:
         self.redis = connect(settings)
         self.store = TurnStore(self.redis, self.keys, settings.turn_ttl_s, settings.session_ttl_s)
         if tool_names is None:
-            from workers.tools.listing import offered_tool_names
+            from workers.toolkit.listing import offered_tool_names
 
             tool_names = offered_tool_names(settings)
         self.metrics = TurnMetrics(tool_names)

@@ -1,18 +1,22 @@
-"""The Celery app: the only module-level state of the workers."""
+"""The Celery app: the only module-level state of the workers.
+
+Each worker process builds one Runtime (``app.runtime``) on first use; tasks reach it through
+their own app (``workers.runtime.stage.begin``), tools through their call. Nothing else imports
+this module but the task modules (for ``@app.task``).
+"""
 
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from celery import Celery
 
-from voxqueue.celery_config import MONITOR_SWEEP, celery_config
+from voxqueue.celery_config import FIRE_TIMERS, MONITOR_SWEEP, celery_config
 from voxqueue.settings import get_settings
-from workers.monitor.schedule import beat_config
-
-if TYPE_CHECKING:
-    from workers.runtime.resources import Runtime
+from workers.housekeeping.beat_scheduler import beat_config
+from workers.runtime import lifecycle
+from workers.runtime.resources import Runtime
+from workers.wiring import runtime_for
 
 
 class VoxCelery(Celery):
@@ -20,26 +24,23 @@ class VoxCelery(Celery):
 
     @cached_property
     def runtime(self) -> Runtime:
-        from workers.runtime.resources import Runtime
-
-        return Runtime(get_settings())
+        return runtime_for(get_settings(), self)
 
 
 app = VoxCelery("workers", set_as_current=True)
-import workers.runtime.lifecycle  # noqa: E402,F401  (logging and warm-up hooks)
-
+lifecycle.install(app, lambda: app.runtime)
 app.conf.update(celery_config(get_settings()))
 app.conf.update(beat_config(get_settings()))  # beat's schedule and lock live in Redis
 app.conf.beat_schedule = {
     "sweep-overdue-turns": {"task": MONITOR_SWEEP, "schedule": 2.0},
-    "fire-timers": {"task": "voxqueue.monitor.fire_timers", "schedule": 1.0},
+    "fire-timers": {"task": FIRE_TIMERS, "schedule": 1.0},
 }
 app.conf.include = [
     "workers.stt.task",
     "workers.agent.task",
     "workers.tools.task",
     "workers.tts.task",
-    "workers.monitor.task",
-    "workers.monitor.timers",
+    "workers.housekeeping.sweep",
+    "workers.housekeeping.timers",
     "workers.monitor.run",
 ]

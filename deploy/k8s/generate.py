@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
+from voxqueue.process_table import BEAT_SCHEDULER, DEFAULT_POOLS, DEFAULT_PROCESSES
 from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import BEAT_SCHEDULER, DEFAULT_POOLS, DEFAULT_PROCESSES
 
 OUT = Path(__file__).with_name("voxqueue.yaml")
 IMAGE = "voxqueue-workers:latest"

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, SPEECH, System, free_port, system_env
+from voxqueue.process_table import worker_names
 from voxqueue.settings import QUEUES
-from voxqueue.supervisor import worker_names
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]

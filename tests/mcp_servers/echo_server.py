@@ -64,6 +64,9 @@ def server_pid() -> int:
 
 
 if __name__ == "__main__":
+    if os.environ.get("ECHO_MCP_STARTS"):  # who started a server, for the tests that count
+        with open(os.environ["ECHO_MCP_STARTS"], "a", encoding="utf-8") as f:
+            f.write(f"{os.getpid()}\n")
     import sys
 
     if len(sys.argv) == 3 and sys.argv[1] == "--http":  # streamable HTTP on 127.0.0.1:PORT/mcp

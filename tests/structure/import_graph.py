@@ -78,8 +78,8 @@ class Graph:
         return found
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -116,11 +116,12 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return lines
 
 
-def build(root: Path = ROOT) -> Graph:
+def build(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> Graph:
+    """The graph of ``packages`` under ``root``."""
     graph = Graph()
-    for package in PACKAGES:
+    for package in packages:
         for path in sorted((root / package).rglob("*.py")):
-            graph.modules[module_name(path)] = path
+            graph.modules[module_name(path, root)] = path
     names = set(graph.modules)
     for source, path in graph.modules.items():
         tree = ast.parse(path.read_text(), filename=str(path))

@@ -61,9 +61,9 @@ def record_side_effect(label: str) -> str:
     Args:
         label: The counter to increment.
     """
-    from workers.app import app
+    from workers.toolkit.context import runtime
 
-    count = app.runtime.redis.incr(f"probe:side-effect:{label}")
+    count = runtime().redis.incr(f"probe:side-effect:{label}")
     time.sleep(3.0)
     return f"done {count}"
 

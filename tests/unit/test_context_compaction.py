@@ -16,7 +16,7 @@ from workers.agent.context.compaction import (
     turn_starts,
 )
 from workers.agent.context.tokens import count_messages, count_text
-from workers.agent.providers import Answer
+from workers.agent.providers.base import Answer
 from workers.runtime.retry import ProviderError
 
 MODEL = "gpt-4o-mini"

@@ -22,6 +22,7 @@ from workers.agent.context.compaction import is_summary
 from workers.agent.history import History
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
+from workers.wiring import runtime_for
 
 DB = 10
 
@@ -44,7 +45,7 @@ def runtime(url: str, fake: object | None, **extra: object) -> Runtime:
     }
     if fake is not None:
         values |= {"openai_api_key": "sk-test", "openai_base_url": fake.openai_base_url}  # type: ignore[attr-defined]
-    return Runtime(Settings(_env_file=None, **values))  # type: ignore[arg-type]
+    return runtime_for(Settings(_env_file=None, **values))  # type: ignore[arg-type]
 
 
 def new_stage(rt: Runtime, session: str) -> Stage:

@@ -13,8 +13,8 @@ import yaml
 
 from tests.conftest import ROOT
 from voxqueue.celery_config import celery_config
+from voxqueue.process_table import DEFAULT_PROCESSES
 from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import DEFAULT_PROCESSES
 
 DEPLOY = ROOT / "deploy"
 
@@ -63,7 +63,7 @@ def test_compose_redis_flower_and_beat():
     assert "REDISCLI_AUTH=" in " ".join(services["redis"]["healthcheck"]["test"])
     beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
     assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1
-    from voxqueue.supervisor import BEAT_SCHEDULER
+    from voxqueue.process_table import BEAT_SCHEDULER
 
     assert BEAT_SCHEDULER in services["beat"]["command"]
     assert "FLOWER_BASIC_AUTH" in services["flower"]["environment"]

@@ -15,13 +15,13 @@ import pytest
 from pydantic import SecretStr
 
 from tests.conftest import free_port, system_env
-from voxqueue.settings import Settings
-from voxqueue.supervisor import (
+from voxqueue.flower_auth import (
     OLD_FLOWER_PASSWORD,
-    Supervisor,
     flower_credentials,
     flower_password_file,
 )
+from voxqueue.settings import Settings
+from voxqueue.supervisor import Supervisor
 
 
 def settings(**kw) -> Settings:

@@ -20,12 +20,13 @@ from workers.agent.alert_data import HEADER
 from workers.agent.loop import history_of, start_turn
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
-from workers.tools.builtin._deps import use_runtime
-from workers.tools.context import ToolCall, current_call
+from workers.toolkit.assembly import assemble_tools
+from workers.toolkit.context import ToolCall, current_call, use_runtime
+from workers.toolkit.policy import cap_calls, capped_message, host_in, is_yes, named_hosts
+from workers.toolkit.registry import Tool, ToolRegistry, tool
 from workers.tools.executor import run_tool_call
 from workers.tools.guard import TurnGuard
-from workers.tools.policy import cap_calls, capped_message, host_in, is_yes, named_hosts
-from workers.tools.registry import Tool, ToolRegistry, default_registry, tool
+from workers.wiring import runtime_for
 
 DB = 12
 ACTIONS: list[str] = []
@@ -66,7 +67,7 @@ def harmless() -> str:
 @pytest.fixture
 def rt(redis_server) -> Iterator[Runtime]:
     url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
-    runtime_ = Runtime(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
+    runtime_ = runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
                                 key_prefix=f"vqg-{uuid.uuid4().hex[:8]}"))
     ACTIONS.clear()
     SEEN_UTTERANCES.clear()
@@ -222,7 +223,7 @@ def test_a_spoken_yes_is_read_from_the_transcript(rt, registry):
 
 
 def test_a_pending_action_expires(redis_server, registry, rt):
-    short = Runtime(rt.settings.model_copy(update={"confirm_ttl_s": 1}))
+    short = runtime_for(rt.settings.model_copy(update={"confirm_ttl_s": 1}))
     with use_runtime(short):
         first = new_turn(short, "s-5", "read the page")
         run(short, registry, first, "read_page")
@@ -256,7 +257,7 @@ def test_without_the_guard_nothing_untrusted_is_shown_and_nothing_runs(rt, regis
 
 
 def test_the_readers_are_marked():
-    registry = default_registry(Settings(_env_file=None))  # type: ignore[call-arg]
+    registry = assemble_tools(Settings(_env_file=None))  # type: ignore[call-arg]
     readers = {t.name for t in registry if t.reads_untrusted}
     assert readers == {"fetch_url", "news_headlines", "wikipedia_summary",
                        "home_assistant_state", "monitor_status"}
@@ -271,9 +272,9 @@ def services() -> Iterator[FakeServices]:
 
 
 def test_fetch_url_opens_only_a_host_the_person_named(rt, services):
-    web = Runtime(Settings(_env_file=None, redis_url=rt.settings.redis_url,  # type: ignore[call-arg]
+    web = runtime_for(Settings(_env_file=None, redis_url=rt.settings.redis_url,  # type: ignore[call-arg]
                            key_prefix=rt.keys.prefix, **services.settings()))
-    registry = default_registry(web.settings)
+    registry = assemble_tools(web.settings)
     page = f"{services.url}/web/notes.txt"
     with use_runtime(web):
         named = new_turn(web, "s-web", f"please read {page}")
@@ -293,7 +294,7 @@ def test_fetch_url_opens_only_a_host_the_person_named(rt, services):
                    {"feed_url_or_name": f"{services.url}/feeds/rss.xml?d=my-secret"})
         assert not feed.ok and "was not named by the person" in feed.content
 
-    allowed = Runtime(web.settings.model_copy(update={"fetch_allowed_hosts": "127.0.0.1"}))
+    allowed = runtime_for(web.settings.model_copy(update={"fetch_allowed_hosts": "127.0.0.1"}))
     with use_runtime(allowed):
         assert run(allowed, registry, unnamed, "fetch_url", {"url": page}).ok
 
@@ -301,7 +302,7 @@ def test_fetch_url_opens_only_a_host_the_person_named(rt, services):
 # -- alerts enter as data ----------------------------------------------------------------------
 def test_alerts_enter_as_capped_user_data_and_taint_the_turn(rt):
     settings = rt.settings.model_copy(update={"alerts_max_per_turn": 2, "alert_max_chars": 40})
-    small = Runtime(settings)
+    small = runtime_for(settings)
     spec = new_turn(small, "s-alert", "anything new?", device="hall")
     small.redis.rpush(small.keys.alerts("s-alert"), "old news")
     small.redis.rpush(small.keys.device_alerts("hall"),

@@ -14,8 +14,8 @@ from voxqueue.contracts import TurnSpec
 from voxqueue.settings import Settings
 from workers.agent import messages as msg
 from workers.agent.loop import history_of, start_turn
-from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
+from workers.wiring import runtime_for
 
 DB = 8
 
@@ -23,7 +23,7 @@ DB = 8
 def test_the_next_turn_answers_calls_a_cancelled_turn_left_open(redis_server):
     url = redis_server.url[:-1] + str(DB)
     redis.Redis.from_url(url).flushdb()
-    rt = Runtime(Settings(_env_file=None, redis_url=url))  # type: ignore[call-arg]
+    rt = runtime_for(Settings(_env_file=None, redis_url=url))  # type: ignore[call-arg]
     session = f"s-{uuid.uuid4().hex[:6]}"
     now = time.time()
     spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id=session, input="text",

@@ -12,13 +12,13 @@ from pydantic import SecretStr
 
 from voxqueue.settings import Settings
 from workers.agent import messages as msg
-from workers.agent.intents import IntentMatcher, matcher_for
-from workers.agent.intents.corpus import command_lines
-from workers.agent.intents.responses import apology, error_gist, offline_reply, render_result
-from workers.agent.providers import Answer, ToolCallRequest
+from workers.agent.providers.base import Answer, ToolCallRequest
 from workers.agent.providers.local_intents import LocalIntents
 from workers.agent.providers.prefer_local import PreferLocal
-from workers.tools.registry import ToolRegistry, tool
+from workers.intents import IntentMatcher, matcher_for
+from workers.intents.corpus import command_lines
+from workers.intents.responses import apology, error_gist, offline_reply, render_result
+from workers.toolkit.registry import ToolRegistry, tool
 
 
 # -- a registry of test tools (plain functions, as tool authors write them) ----------------
@@ -317,7 +317,7 @@ def history(*texts: str) -> list[dict[str, Any]]:
 
 def run_tools(registry: ToolRegistry, answer: Answer) -> list[dict[str, Any]]:
     """What the agent loop appends after a tool-call answer (with the real tools run)."""
-    from workers.tools.context import ToolCall
+    from workers.toolkit.context import ToolCall
     from workers.tools.executor import run_tool_call
 
     out = [msg.assistant_tool_calls([c.as_dict() for c in answer.tool_calls])]

@@ -16,18 +16,19 @@ from tests.fakes.flip_server import FlipServer
 from voxqueue.celery_config import celery_config
 from voxqueue.contracts import TurnEvent
 from voxqueue.settings import Settings
+from workers.housekeeping.beat_scheduler import beat_config
 from workers.monitor.alerts import Alerter
 from workers.monitor.checks import CheckResult, provider_error_rate, run_check
 from workers.monitor.monitors import Monitor, MonitorStore
 from workers.monitor.run import sync_monitors
 from workers.monitor.schedule import (
     RUN_CHECK,
-    beat_config,
     is_scheduled,
     schedule_monitor,
     unschedule_monitor,
 )
 from workers.runtime.resources import Runtime
+from workers.wiring import runtime_for
 
 DB = 10
 
@@ -43,7 +44,7 @@ def site() -> Iterator[FlipServer]:
 def rt(redis_server) -> Runtime:
     url = redis_server.url[:-1] + str(DB)
     redis.Redis.from_url(url).flushdb()
-    return Runtime(
+    return runtime_for(
         Settings(
             _env_file=None,
             redis_url=url,
@@ -231,7 +232,7 @@ def test_settings_monitors_are_synced_idempotently(rt, beat_app):
         {"name": "broken", "kind": "http", "target": "ftp://x", "every": 5},
     ]
     settings = rt.settings.model_copy(update={"monitors": wanted})
-    rt2 = Runtime(settings)
+    rt2 = runtime_for(settings)
     assert sync_monitors(beat_app, rt2) == ["backlog", "mine"]
     assert {m.name: m.origin for m in store.all()} == {"backlog": "settings", "mine": "tool"}
     assert store.get("mine") == mine
@@ -240,7 +241,7 @@ def test_settings_monitors_are_synced_idempotently(rt, beat_app):
     sync_monitors(beat_app, rt2)
     assert store.state("backlog").checks == 3  # state kept
     # Dropped from the settings: deleted and unscheduled; the agent's monitor stays.
-    sync_monitors(beat_app, Runtime(settings.model_copy(update={"monitors": []})))
+    sync_monitors(beat_app, runtime_for(settings.model_copy(update={"monitors": []})))
     assert [m.name for m in store.all()] == ["mine"]
     assert not is_scheduled(beat_app, "backlog")
 
@@ -257,7 +258,7 @@ def test_a_worker_that_answers_late_is_not_reported_missing(rt, monkeypatch):
         late = {"agent": 1} if timeout_s > 1 else {}  # the agent worker answers after 1 s
         return {"agent": 0, "stt": 0, **late}
 
-    monkeypatch.setattr("workers.tools.builtin.system.live_workers", live_workers)
+    monkeypatch.setattr("workers.toolkit.probes.live_workers", live_workers)
     monitor = Monitor(name="w", kind="workers_missing", target="agent,stt", every=5)
     result = checks.run_check(monitor, rt)
     assert result.state == "alerting" and result.detail.startswith("no worker serves stt ")

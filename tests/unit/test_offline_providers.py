@@ -13,11 +13,11 @@ import pytest
 from tests.conftest import SPEECH
 from voxqueue.audio import SAMPLE_RATE, rms
 from voxqueue.settings import Settings
-from workers.agent.intents import IntentMatcher
-from workers.agent.intents.vocabulary import spoken_values
+from workers.intents import IntentMatcher
+from workers.intents.vocabulary import spoken_values
 from workers.runtime.retry import ProviderError
 from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
-from workers.tools.registry import default_registry
+from workers.toolkit.assembly import assemble_tools
 from workers.tts.providers.piper_tts import PIECE_BYTES, PiperSynthesizer
 
 MANIFEST = json.loads((SPEECH / "manifest.json").read_text())
@@ -41,7 +41,7 @@ def pcm_of(name: str) -> bytes:
 
 @pytest.fixture(scope="module")
 def stt() -> PocketsphinxTranscriber:
-    return PocketsphinxTranscriber(settings(), default_registry(settings()))
+    return PocketsphinxTranscriber(settings(), assemble_tools(settings()))
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,14 @@ from tests.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.doctor import family_of
 from voxqueue.settings import Settings
+from workers.monitor import tools as monitor_tools
 from workers.monitor.checks import run_check
 from workers.monitor.monitors import Monitor, MonitorStore, from_settings
 from workers.runtime.resources import Runtime
-from workers.tools.builtin import home, memory, monitor_tools, timers
-from workers.tools.builtin._deps import owner, use_runtime
-from workers.tools.builtin.timer_store import TimerStore
-from workers.tools.context import ToolCall, set_current_call
+from workers.toolkit.context import ToolCall, owner, set_current_call, use_runtime
+from workers.toolkit.timer_store import TimerStore
+from workers.tools.builtin import home, memory, timers
+from workers.wiring import runtime_for
 
 DB = 13
 OPS = {"name": "ops-backlog", "kind": "queue_depth", "target": "tts", "every": 30}
@@ -38,7 +39,7 @@ def services() -> Iterator[FakeServices]:
 def make_runtime(redis_server, services: FakeServices, **extra) -> Runtime:
     url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
     fields = {**services.settings(), "monitors": [OPS], **extra}
-    return Runtime(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
+    return runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
                             key_prefix=f"vqo-{uuid.uuid4().hex[:8]}", **fields))
 
 
@@ -170,7 +171,7 @@ def test_only_the_settings_let_a_monitor_reach_private_addresses(redis_server, s
         assert not from_settings(stored, strict.settings)
         blocked = run_check(stored, strict)
         assert blocked.state == "error" and "refusing" in blocked.detail
-        configured = Runtime(strict.settings.model_copy(update={"monitors": [
+        configured = runtime_for(strict.settings.model_copy(update={"monitors": [
             {"name": "forged", "kind": "http", "target": site.url, "every": 5}]}))
         assert from_settings(stored, configured.settings)
         assert run_check(stored, configured).state == "ok"

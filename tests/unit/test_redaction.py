@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 from tests.conftest import free_port
 from voxqueue.redaction import MASK, is_secret_name, redact_event, redact_text, redact_url
 from voxqueue.settings import Settings
-from workers.tools.mcp_tools import mcp_tools, servers
+from workers.toolkit.mcp_tools import mcp_tools, servers
 
 SECRET = "s3cr3t-VALUE-9f8e7d"
 

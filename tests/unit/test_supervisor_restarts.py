@@ -12,8 +12,10 @@ import uuid
 
 import pytest
 
+from voxqueue.child_process import Proc
+from voxqueue.restarts import RestartPolicy, describe_exit
 from voxqueue.settings import Settings
-from voxqueue.supervisor import Proc, RestartPolicy, Supervisor, describe_exit
+from voxqueue.supervisor import Supervisor
 
 
 def sleeper(marker: str) -> list[str]:

@@ -9,9 +9,9 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
-from workers.tools.context import ToolCall, current_call
+from workers.toolkit.context import ToolCall, current_call
+from workers.toolkit.registry import Tool, ToolRegistry, tool
 from workers.tools.executor import run_tool_call
-from workers.tools.registry import Tool, ToolRegistry, tool
 
 
 def forecast(city: str, days: int = 3, units: Literal["metric", "imperial"] = "metric") -> str:
@@ -142,7 +142,7 @@ def test_tools_see_their_call_context(registry):
 
 def test_builtin_registry_and_user_modules(monkeypatch):
     from voxqueue.settings import Settings
-    from workers.tools.registry import default_registry
+    from workers.toolkit.assembly import assemble_tools
 
-    reg = default_registry(Settings(_env_file=None, tool_modules="tests.tool_modules.probe_tools"))
+    reg = assemble_tools(Settings(_env_file=None, tool_modules="tests.tool_modules.probe_tools"))
     assert {"get_current_time", "calculate", "sleep_one", "add_numbers"} <= set(reg.names)

@@ -16,6 +16,10 @@ from tests.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.settings import Settings
 from workers.runtime.resources import Runtime
+from workers.toolkit.assembly import assemble_tools
+from workers.toolkit.context import ToolCall, owner, runtime, set_current_call, use_runtime
+from workers.toolkit.net import BlockedURLError, RedirectRefusedError
+from workers.toolkit.timer_store import TimerStore
 from workers.tools.builtin import (
     chance,
     feeds,
@@ -30,12 +34,8 @@ from workers.tools.builtin import (
     weather,
     web,
 )
-from workers.tools.builtin._deps import owner, runtime, use_runtime
-from workers.tools.builtin.timer_store import TimerStore
-from workers.tools.context import ToolCall, set_current_call
 from workers.tools.executor import run_tool_call
-from workers.tools.net import BlockedURLError, RedirectRefusedError
-from workers.tools.registry import default_registry
+from workers.wiring import runtime_for
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def services():
 def make_runtime(redis_url: str, services: FakeServices, **extra) -> Runtime:
     url = redis_url.rsplit("/", 1)[0] + "/3"  # DB 3: this suite's own
     fields = {**services.settings(), "timezone": "Europe/Paris", **extra}
-    return Runtime(
+    return runtime_for(
         Settings(_env_file=None, redis_url=url, key_prefix=f"vqt-{uuid.uuid4().hex[:8]}", **fields)
     )
 
@@ -227,7 +227,7 @@ def test_two_sweepers_fire_each_timer_exactly_once(rt):
     start = threading.Barrier(2)
 
     def sweep(slot: int) -> None:
-        mine = TimerStore(Runtime(rt.settings).redis, rt.keys)
+        mine = TimerStore(runtime_for(rt.settings).redis, rt.keys)
         start.wait()
         for _ in range(50):
             fired[slot].extend(i.id for i in mine.fire_due(limit=7))
@@ -567,7 +567,7 @@ def test_chance():
 
 # -- through the executor, as a worker runs them -----------------------------------------------
 def test_tools_through_the_executor(rt, services):
-    registry = default_registry(rt.settings)
+    registry = assemble_tools(rt.settings)
     call = ToolCall(turn_id="t-9", session_id="s-9", device="den", call_id="c-1", name="set_timer")
     done = run_tool_call(
         registry,

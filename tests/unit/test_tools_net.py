@@ -14,7 +14,7 @@ import pytest
 
 from tests.fakes.http_services import FakeServices
 from voxqueue.settings import Settings
-from workers.tools.net import (
+from workers.toolkit.net import (
     Allowlist,
     BlockedURLError,
     RedirectRefusedError,

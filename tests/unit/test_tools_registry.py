@@ -15,13 +15,14 @@ import pytest
 from tests.conftest import ROOT, free_port
 from tests.unit.runtimes import installed
 from voxqueue.settings import Settings
-from workers.runtime.resources import Runtime
-from workers.tools.context import ToolCall
+from workers.toolkit.assembly import assemble_tools
+from workers.toolkit.context import ToolCall
+from workers.toolkit.listing import print_tools
+from workers.toolkit.mcp_tools import McpServer, _tool_name, mcp_tools
+from workers.toolkit.plugins import load_entry_points
+from workers.toolkit.registry import ToolRegistry
 from workers.tools.executor import run_tool_call
-from workers.tools.listing import print_tools
-from workers.tools.mcp_tools import McpServer, _tool_name, mcp_tools
-from workers.tools.plugins import load_entry_points
-from workers.tools.registry import ToolRegistry, default_registry
+from workers.wiring import runtime_for
 
 ECHO_SERVER = str(ROOT / "tests" / "mcp_servers" / "echo_server.py")
 SIDE_EFFECTS = {
@@ -87,14 +88,15 @@ def call(registry: ToolRegistry, name: str, args: dict | str):
 def turn_state(redis_server):
     """A tool that reads untrusted content (every MCP tool) taints its turn in Redis."""
     url = redis_server.url.rsplit("/", 1)[0] + "/3"
-    rt = Runtime(Settings(_env_file=None, redis_url=url, key_prefix=f"vqr-{uuid.uuid4().hex[:8]}"))
+    prefix = f"vqr-{uuid.uuid4().hex[:8]}"
+    rt = runtime_for(Settings(_env_file=None, redis_url=url, key_prefix=prefix))
     with installed(rt):
         yield rt
 
 
 @pytest.fixture(scope="module")
 def builtin() -> ToolRegistry:
-    return default_registry(settings())
+    return assemble_tools(settings())
 
 
 def test_every_builtin_is_offered(builtin):
@@ -116,12 +118,12 @@ def test_each_builtin_is_documented_with_examples(builtin, name):
 
 
 def test_allow_and_deny_lists():
-    only = default_registry(settings(tools_allow="get_weather, calculate,flip_coin"))
+    only = assemble_tools(settings(tools_allow="get_weather, calculate,flip_coin"))
     assert only.names == ["calculate", "flip_coin", "get_weather"]
-    without = default_registry(settings(tools_deny="fetch_url,home_assistant_call"))
+    without = assemble_tools(settings(tools_deny="fetch_url,home_assistant_call"))
     assert "fetch_url" not in without.names and "home_assistant_call" not in without.names
     assert "get_weather" in without.names
-    both = default_registry(settings(tools_allow="calculate,flip_coin", tools_deny="flip_coin"))
+    both = assemble_tools(settings(tools_allow="calculate,flip_coin", tools_deny="flip_coin"))
     assert both.names == ["calculate"]
 
 
@@ -181,14 +183,14 @@ def test_entry_point_plugins_are_loaded(plugin_dist):
     assert {t.name for t in added} >= {"greet", "shout", "whisper"}
     assert call(registry, "greet", {"who": "Ada"}).content == "Hello Ada!"
     assert registry.get("greet").examples == ("say hello to {who}", "greet {who}")
-    full = default_registry(settings())
+    full = assemble_tools(settings())
     assert {"greet", "shout", "whisper", "get_weather"} <= set(full.names)
 
 
 # -- MCP ----------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def with_mcp() -> ToolRegistry:
-    return default_registry(settings(mcp_servers=[echo_server()]))
+    return assemble_tools(settings(mcp_servers=[echo_server()]))
 
 
 def test_mcp_tools_appear_like_builtins(with_mcp):
@@ -219,14 +221,14 @@ def test_mcp_errors_reach_the_model(with_mcp):
 
 
 def test_a_slow_mcp_call_times_out_and_the_session_stays_usable():
-    registry = default_registry(settings(mcp_servers=[echo_server(timeout_s=0.5)]))
+    registry = assemble_tools(settings(mcp_servers=[echo_server(timeout_s=0.5)]))
     late = call(registry, "slow", {"seconds": 5})
     assert not late.ok and late.error_code == "timeout" and "within 0.5 s" in late.content
     assert call(registry, "echo", {"text": "still here"}).content == "echo: still here"
 
 
 def test_unreachable_mcp_server_is_skipped():
-    registry = default_registry(
+    registry = assemble_tools(
         settings(
             mcp_servers=[
                 {"name": "gone", "command": [sys.executable, "-c", "import sys; sys.exit(3)"]},

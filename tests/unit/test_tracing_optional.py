@@ -37,7 +37,7 @@ print(json.dumps({{
     "on_headers": on_headers,
     "inject": otel.inject(),
     "hooked": hooked,
-    "installed": worker_tracing.install(),
+    "installed": worker_tracing.install(lambda: "agent"),
     "task_span": otel.start_task_span(on, "agent", "x", None, "ab" * 16, {{}}) is None,
 }}))
 """

@@ -13,8 +13,6 @@ import json
 import time
 from typing import Any
 
-from celery import chord, group
-
 from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, TOOLS_RUN
 from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob, TurnEvent
 from voxqueue.otel import span
@@ -23,13 +21,13 @@ from workers.agent import messages as msg
 from workers.agent.alert_data import alert_messages
 from workers.agent.context import prepare_context
 from workers.agent.history import History
-from workers.agent.providers import Answer, StreamStopped, ToolCallRequest
+from workers.agent.providers.base import Answer, StreamStopped, ToolCallRequest
 from workers.agent.speech import Speaker
-from workers.runtime import completion
+from workers.runtime import completion, ending, handoff
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage
-from workers.tools.guard import taint_writes
-from workers.tools.policy import cap_calls
+from workers.toolkit.policy import cap_calls
+from workers.toolkit.taint import taint_writes
 
 #: How long a turn waiting for its session's previous turn waits between tries, in seconds.
 SESSION_BUSY_RETRY_S = 0.2
@@ -55,7 +53,7 @@ def acquire_session(stage: Stage, job: AgentStep) -> bool:
     if holder is not None and holder.decode() == spec.turn_id:
         return True
     rt.redis.decr(rt.keys.deliveries(stage.task_id))
-    stage.send(job, countdown=SESSION_BUSY_RETRY_S)
+    handoff.send(rt, job, countdown=SESSION_BUSY_RETRY_S)
     return False
 
 
@@ -186,7 +184,7 @@ def _replay(stage: Stage, step: int, record: dict[str, Any]) -> Answer:
 def _give_up(stage: Stage, code: ErrorCode, message: str, say: str | None = None) -> None:
     """End the turn with an error (spoken); the session is free for its next turn at once."""
     stage.rt.store.release_session(stage.spec.session_id, stage.spec.turn_id)
-    stage.fail(code, message, say=say)
+    ending.fail(stage, code, message, say=say)
 
 
 def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> None:
@@ -196,9 +194,6 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
     that died after dispatching it is the same chord: Celery counts each call once and sends
     the callback once.
     """
-    from voxqueue.otel import inject
-    from workers.app import app
-
     spec = stage.spec
     marker = stage.rt.keys.marker(spec.turn_id, f"sent:tools-{step}")
     if stage.rt.redis.exists(marker):
@@ -208,19 +203,11 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
     jobs = [ToolCallJob(turn_id=spec.turn_id, step=step, call_id=c.id, name=c.name,
                         arguments=c.arguments, session_id=spec.session_id, device=spec.device,
                         enqueued_at=now) for c in run]  # the rest are answered by resume
-    headers = inject()  # the trace context: tools and the resume are children of this step
-    header = [app.signature(TOOLS_RUN, args=[j.model_dump(mode="json")],
-                            options={"argsrepr": j.describe(), "headers": headers,
-                                     "task_id": j.task_id()})
-              for j in jobs]
     resume = AgentStep(turn_id=spec.turn_id, step=step + 1, enqueued_at=now)
-    callback = app.signature(AGENT_RESUME, args=[resume.model_dump(mode="json")],
-                             options={"argsrepr": f"[tool results] {resume.describe()}",
-                                      "headers": headers, "task_id": resume.task_id()})
     # Tool tasks return their errors as data; only a broken tools service fails the chord.
-    callback.link_error(app.signature(AGENT_CHORD_FAILED, args=[resume.model_dump(mode="json")],
-                                      immutable=True))
-    chord(group(header, task_id=f"{spec.turn_id}.tools.{step}"), callback).apply_async()
+    handoff.fan_out(stage.rt, TOOLS_RUN, jobs, group_id=f"{spec.turn_id}.tools.{step}",
+                    then=(AGENT_RESUME, resume, f"[tool results] {resume.describe()}"),
+                    on_error=AGENT_CHORD_FAILED)
     stage.crash_point("agent.after-send")
     stage.rt.redis.set(marker, b"1", ex=stage.rt.settings.turn_ttl_s)
 

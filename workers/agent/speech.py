@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 from voxqueue.contracts import TtsJob
-from workers.agent.providers import StreamStopped
+from workers.agent.providers.base import StreamStopped
 from workers.agent.sentences import SentenceSplitter
-from workers.runtime import completion
+from workers.runtime import completion, handoff
 from workers.runtime.stage import Stage
 
 #: How often a streaming answer checks for cancellation, barge-in and the deadline (seconds).
@@ -69,7 +69,7 @@ class Speaker:
         seq, _new, sent = completion.allocate(stage.rt, stage.turn_id, name)
         previous, self.previous = self.previous, sentence
         if not sent:
-            stage.send(TtsJob(turn_id=stage.turn_id, seq=seq, text=sentence,
+            handoff.send(stage.rt, TtsJob(turn_id=stage.turn_id, seq=seq, text=sentence,
                               previous_text=previous, enqueued_at=time.time()))
             completion.mark_sent(stage.rt, stage.turn_id, seq)
             if len(self.sentences) == 1:

@@ -13,9 +13,10 @@ from voxqueue.contracts import AgentStep, ErrorCode, ToolOutcome
 from workers.agent import messages as msg
 from workers.agent.loop import acquire_session, history_of, run_step, start_turn
 from workers.app import app
+from workers.runtime import ending
 from workers.runtime.stage import begin
 from workers.runtime.trust import step_problem
-from workers.tools.policy import capped_message
+from workers.toolkit.policy import capped_message
 
 _LIMITS = {"time_limit": TIME_LIMITS["agent"], "soft_time_limit": TIME_LIMITS["agent"] - 10}
 
@@ -27,10 +28,10 @@ def step(self: Task, job: dict[str, Any]) -> None:
     stage = begin(self, ajob, "agent")
     if stage is None:
         return
-    with stage.guard():
+    with ending.guard(stage):
         if ajob.step != 1:  # later steps come through resume, after the model asked for tools
-            stage.fail(ErrorCode.INVALID_INPUT, f"agent step {ajob.step} sent as a first step",
-                       apologize=False)
+            ending.fail(stage, ErrorCode.INVALID_INPUT,
+                        f"agent step {ajob.step} sent as a first step", apologize=False)
             return
         if not acquire_session(stage, ajob):
             return
@@ -46,10 +47,11 @@ def resume(self: Task, outcomes: list[dict[str, Any]], job: dict[str, Any]) -> N
     stage = begin(self, ajob, "agent")
     if stage is None:
         return
-    with stage.guard():
+    with ending.guard(stage):
         previous = stage.rt.redis.hget(stage.rt.keys.turn(ajob.turn_id), f"answer:{ajob.step - 1}")
         if (problem := step_problem(ajob.step, stage.rt.settings, previous)) is not None:
-            stage.fail(ErrorCode.INVALID_INPUT, f"agent step refused: {problem}", apologize=False)
+            ending.fail(stage, ErrorCode.INVALID_INPUT, f"agent step refused: {problem}",
+                        apologize=False)
             return
         ran = {r.call_id: r for r in (ToolOutcome.model_validate(o) for o in outcomes)}
         limit = stage.rt.settings.max_tool_calls_per_answer
@@ -71,8 +73,8 @@ def chord_failed(self: Task, job: dict[str, Any]) -> None:
     stage = begin(self, ajob, "agent")
     if stage is None:
         return
-    with stage.guard():
+    with ending.guard(stage):
         stage.rt.store.release_session(stage.spec.session_id, stage.turn_id)
-        stage.fail(ErrorCode.INTERNAL, "the tools service failed while running this answer's "
-                   "tool calls")
+        ending.fail(stage, ErrorCode.INTERNAL,
+                    "the tools service failed while running this answer's tool calls")
         stage.complete()

@@ -1,1 +1,2 @@
-"""The ``monitor`` queue: periodic tasks run by beat."""
+"""The ``monitor`` queue: the checks of the monitors beat runs, their alerts, and the tools that
+let the agent make monitors for the person."""

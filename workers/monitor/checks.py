@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from workers.monitor.conditions import ConditionError, json_path
 from workers.monitor.monitors import Monitor, State, from_settings
-from workers.tools.net import BlockedURLError, ResponseTooLarge, host_of, safe_get
+from workers.toolkit import probes
+from workers.toolkit.net import BlockedURLError, ResponseTooLarge, host_of, safe_get
 
 if TYPE_CHECKING:
     from workers.runtime.resources import Runtime
@@ -108,9 +109,7 @@ def check_json(monitor: Monitor, rt: Runtime) -> CheckResult:
 
 def check_queue_depth(monitor: Monitor, rt: Runtime) -> CheckResult:
     """Jobs waiting: in the named queue, else in all queues together."""
-    from workers.tools.builtin.system import queue_depths
-
-    depths = queue_depths(rt)
+    depths = probes.queue_depths(rt)
     depth = depths[monitor.target] if monitor.target else sum(depths.values())
     where = f"the {monitor.target} queue" if monitor.target else "all queues"
     return _decide(monitor, lambda f: depth, f"{depth} jobs waiting in {where}")
@@ -122,13 +121,11 @@ SLOW_REPLY_S = 3.0
 
 def check_workers_missing(monitor: Monitor, rt: Runtime) -> CheckResult:
     """The fewest live workers serving any of the watched queues."""
-    from workers.tools.builtin.system import live_workers
-
-    counts = live_workers(rt)
+    counts = probes.live_workers(rt)
     if counts is not None and any(counts.get(q, 0) == 0 for q in monitor.queues):
         # A busy or just-started worker may answer late: ask once more, longer, before
         # saying a queue has none.
-        again = live_workers(rt, timeout_s=SLOW_REPLY_S)
+        again = probes.live_workers(rt, timeout_s=SLOW_REPLY_S)
         if again is not None:
             counts = {q: max(n, again.get(q, 0)) for q, n in counts.items()}
     if counts is None:

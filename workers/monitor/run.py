@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import structlog
-from celery import Celery
+from celery import Celery, Task
 from celery.signals import beat_init
 
 from voxqueue.celery_config import TIME_LIMITS
@@ -21,17 +21,18 @@ from workers.monitor.schedule import (
     unschedule_monitor,
 )
 from workers.runtime.resources import Runtime
+from workers.runtime.stage import runtime_of
 
 log = structlog.get_logger("voxqueue.monitor")
 
 
-@app.task(name=RUN_CHECK, time_limit=TIME_LIMITS["monitor"], ignore_result=True)
-def run_check(name: str) -> str:
+@app.task(name=RUN_CHECK, bind=True, time_limit=TIME_LIMITS["monitor"], ignore_result=True)
+def run_check(self: Task, name: str) -> str:
     """Check one monitor and alert on a change of state; returns the state."""
-    rt = app.runtime
+    rt = runtime_of(self)
     monitor = MonitorStore(rt.redis, rt.keys).get(name)
     if monitor is None:  # deleted: drop its beat entry too
-        unschedule_monitor(app, name)
+        unschedule_monitor(rt.celery, name)
         return "deleted"
     result = checks.run_check(monitor, rt)
     change = Alerter(rt.redis, rt.keys, rt.settings.session_ttl_s).record(monitor, result)
@@ -80,7 +81,8 @@ def sync_monitors(celery_app: Celery, rt: Runtime) -> list[str]:
 def _sync_at_beat_start(sender: Any = None, **kwargs: Any) -> None:
     """Runs in the beat process once it holds redbeat's lock (redbeat's handler runs first)."""
     try:
-        names = sync_monitors(app, app.runtime)
+        beat_app = sender.app
+        names = sync_monitors(beat_app, beat_app.runtime)
     except Exception as exc:  # beat must keep running its other entries
         log.exception("could not sync the monitors", error=str(exc))
         return

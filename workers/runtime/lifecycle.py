@@ -1,10 +1,12 @@
-"""Worker process hooks: JSON logs, and providers built before the first task, not during it."""
+"""Worker process hooks: JSON logs, providers built before the first task (not during it), the
+lease keeper, and each task's log context. ``install(app)`` connects them for one app."""
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from celery.signals import (
@@ -15,17 +17,24 @@ from celery.signals import (
     worker_ready,
 )
 
-import workers.runtime.task_spans  # noqa: F401  (task spans when tracing is on; hooks run first)
 from voxqueue.redaction import redact_event
+from voxqueue.settings import get_settings
+from workers.runtime import task_spans
+from workers.runtime.lease import LeaseKeeper
+from workers.runtime.resources import Runtime
+
+if TYPE_CHECKING:
+    from celery import Celery
 
 log = structlog.get_logger("voxqueue.worker")
 
+#: The providers each queue's tasks use, built when the worker starts.
+WANTED = {"stt": ("transcriber",), "agent": ("tools", "chat_model"), "tools": ("tools",),
+          "tts": ("synthesizer",)}
 
-@setup_logging.connect
+
 def configure_logging(loglevel: Any = None, **_: Any) -> None:
     """One JSON object per line, for Celery's own records and ours alike."""
-    from voxqueue.settings import get_settings
-
     level = loglevel if isinstance(loglevel, int) else getattr(
         logging, str(loglevel or get_settings().log_level).upper(), logging.INFO)
     shared: list[Any] = [
@@ -54,64 +63,30 @@ def configure_logging(loglevel: Any = None, **_: Any) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def warm_up() -> None:
+def warm_up(rt: Runtime, queues: frozenset[str]) -> None:
     """Build the providers of the queues this worker consumes, so no task pays for it."""
-    from workers.app import app
-
-    queues = set(app.amqp.queues.consume_from or ())
-    rt = app.runtime
-    wanted = {"stt": ("transcriber",), "agent": ("tools", "chat_model"), "tools": ("tools",),
-              "tts": ("synthesizer",)}
+    rt.queues = queues
     for queue in sorted(queues):
-        for attr in wanted.get(queue, ()):
+        for attr in WANTED.get(queue, ()):
             try:
                 getattr(rt, attr)
             except Exception as exc:  # a missing key is reported per turn, not fatal here
                 log.warning("provider not ready", queue=queue, provider=attr, error=str(exc))
-    if "agent" in queues:  # the tokenizer's encoding takes a moment to load
-        try:
-            from workers.agent.context.tokens import encoding_for
-
-            encoding_for(rt.settings.llm_model)
-        except Exception as exc:
-            log.warning("tokenizer not ready", error=str(exc))
     log.info("worker warmed up", queues=sorted(queues))
 
 
-@worker_process_init.connect
-def _warm_child(**_: Any) -> None:
-    warm_up()
-
-
-@worker_ready.connect
-def _warm_main(sender: Any = None, **_: Any) -> None:
-    controller = getattr(sender, "controller", None)
-    pool_cls = getattr(controller, "pool_cls", None)
-    prefork = "prefork" in f"{getattr(pool_cls, '__module__', '')}"
-    if not prefork:
-        warm_up()
-    start_lease(sender, enforce_limits=not prefork)
-
-
-def start_lease(consumer: Any, *, enforce_limits: bool) -> None:
+def start_lease(rt: Runtime, consumer: Any, *, enforce_limits: bool) -> None:
     """Keep this worker's tasks leased while it lives (``workers/runtime/lease.py``). In the
     prefork pool the pool itself enforces time limits; elsewhere the lease keeper does."""
-    from workers.app import app
-    from workers.runtime.lease import LeaseKeeper
-
-    rt = app.runtime
     rt.lease = LeaseKeeper(consumer, rt.redis, rt.settings.visibility_timeout, enforce_limits)
     rt.lease.start()
     log.info("lease keeper started", lease_s=rt.settings.visibility_timeout,
              enforces_time_limits=enforce_limits)
 
 
-@task_prerun.connect
-def _bind_turn(task: Any = None, args: Any = None, **_: Any) -> None:
+def bind_task(rt: Runtime, task: Any, args: Any) -> None:
     """Every log line of a task carries its turn and queue (session and device once known)."""
-    from workers.app import app
-
-    lease = app.runtime.lease
+    lease = rt.lease
     if lease is not None and task is not None:
         tag = (task.request.delivery_info or {}).get("delivery_tag")
         lease.task_started(task.request.id, tag, task.soft_time_limit, task.time_limit)
@@ -124,11 +99,39 @@ def _bind_turn(task: Any = None, args: Any = None, **_: Any) -> None:
         turn_id=job.get("turn_id") if job else None)
 
 
-@task_postrun.connect
-def _unbind_turn(task: Any = None, **_: Any) -> None:
-    from workers.app import app
-
-    lease = app.runtime.lease
+def unbind_task(rt: Runtime, task: Any) -> None:
+    lease = rt.lease
     if lease is not None and task is not None:
         lease.task_ended(task.request.id)
     structlog.contextvars.clear_contextvars()
+
+
+def install(app: Celery, runtime: Callable[[], Runtime]) -> None:
+    """Connect the hooks of ``app``'s workers; ``runtime`` gives the process's Runtime."""
+
+    def queues() -> frozenset[str]:
+        return frozenset(app.amqp.queues.consume_from or ())
+
+    def warm_child(**_: Any) -> None:
+        warm_up(runtime(), queues())
+
+    def warm_main(sender: Any = None, **_: Any) -> None:
+        controller = getattr(sender, "controller", None)
+        pool_cls = getattr(controller, "pool_cls", None)
+        prefork = "prefork" in f"{getattr(pool_cls, '__module__', '')}"
+        if not prefork:
+            warm_up(runtime(), queues())
+        start_lease(runtime(), sender, enforce_limits=not prefork)
+
+    def prerun(task: Any = None, args: Any = None, **_: Any) -> None:
+        bind_task(runtime(), task, args)
+
+    def postrun(task: Any = None, **_: Any) -> None:
+        unbind_task(runtime(), task)
+
+    task_spans.install(lambda: "+".join(sorted(queues())) or "worker")  # spans end first
+    setup_logging.connect(configure_logging, weak=False, dispatch_uid="voxqueue-logging")
+    worker_process_init.connect(warm_child, weak=False, dispatch_uid="voxqueue-warm-child")
+    worker_ready.connect(warm_main, weak=False, dispatch_uid="voxqueue-warm-main")
+    task_prerun.connect(prerun, weak=False, dispatch_uid="voxqueue-bind-task")
+    task_postrun.connect(postrun, weak=False, dispatch_uid="voxqueue-unbind-task")

@@ -1,9 +1,15 @@
-"""Per-process resources, created once and shared by the worker's threads."""
+"""A worker process's context, built once and shared by its tasks and threads: settings, Redis,
+the turn store, the Celery app to send with, and the providers its queues use.
+
+Tasks get it from their own app (``workers.runtime.stage.begin``); tools from their call
+(``workers.toolkit.context.runtime``). What to build is wired in ``workers.wiring``.
+"""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -15,13 +21,28 @@ from voxqueue.settings import Settings
 from voxqueue.turns import TurnStore
 
 if TYPE_CHECKING:
-    from workers.agent.providers import ChatModel
+    from celery import Celery
+
+    from workers.agent.providers.base import ChatModel
     from workers.runtime.lease import LeaseKeeper
-    from workers.stt.providers import Transcriber
-    from workers.tools.registry import ToolRegistry
-    from workers.tts.providers import Synthesizer
+    from workers.stt.providers.base import Transcriber
+    from workers.toolkit.registry import ToolRegistry
+    from workers.tts.providers.base import Synthesizer
 
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Builders:
+    """How a process builds each provider and its tools (each called once, on first use)."""
+
+    transcriber: Callable[[Runtime], Transcriber]
+    chat_model: Callable[[Runtime], ChatModel]
+    synthesizer: Callable[[Runtime], Synthesizer]
+    tools: Callable[[Runtime], Callable[[], ToolRegistry]]
+    """Returns how to get the current tools (fixed, or refreshed from the catalogue)."""
+    celery: Callable[[Runtime], Celery]
+    """A Celery app on these settings, for a process that was given none (not a worker)."""
 
 
 class Runtime:
@@ -31,11 +52,16 @@ class Runtime:
     and then reused by every task and thread of the process.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, builders: Builders,
+                 celery: Celery | None = None) -> None:
         self.settings = settings
         self.keys = Keys(settings.key_prefix)
+        self._builders = builders
+        self._celery = celery
         self._lock = threading.RLock()
         self._built: dict[str, Any] = {}
+        #: The queues this process consumes (set when the worker starts; None: not a worker).
+        self.queues: frozenset[str] | None = None
         #: Renews the leases of this worker's tasks (set when the worker is ready).
         self.lease: LeaseKeeper | None = None
 
@@ -46,7 +72,12 @@ class Runtime:
     @cached_property
     def store(self) -> TurnStore:
         return TurnStore(self.redis, self.keys, self.settings.turn_ttl_s,
-                               self.settings.session_ttl_s)
+                         self.settings.session_ttl_s)
+
+    @cached_property
+    def celery(self) -> Celery:
+        """The Celery app tasks are sent with (the worker's own; else one on these settings)."""
+        return self._celery if self._celery is not None else self._builders.celery(self)
 
     def script(self, source: str) -> Any:
         """A Lua script registered once per process (its SHA is computed once, not per call)."""
@@ -60,24 +91,17 @@ class Runtime:
 
     @property
     def transcriber(self) -> Transcriber:
-        from workers.stt.providers import select_transcriber
-
-        return self._once("stt", lambda: select_transcriber(self.settings))
+        return self._once("stt", lambda: self._builders.transcriber(self))
 
     @property
     def chat_model(self) -> ChatModel:
-        from workers.agent.providers import select_chat_model
-
-        return self._once("llm", lambda: select_chat_model(self.settings, self.tools))
+        return self._once("llm", lambda: self._builders.chat_model(self))
 
     @property
     def synthesizer(self) -> Synthesizer:
-        from workers.tts.providers import select_synthesizer
-
-        return self._once("tts", lambda: select_synthesizer(self.settings))
+        return self._once("tts", lambda: self._builders.synthesizer(self))
 
     @property
     def tools(self) -> ToolRegistry:
-        from workers.tools.registry import default_registry
-
-        return self._once("tools", lambda: default_registry(self.settings))
+        """The tools this process knows (the tools worker's, in full; see ``workers.wiring``)."""
+        return self._once("tools", lambda: self._builders.tools(self))()

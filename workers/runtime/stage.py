@@ -1,35 +1,29 @@
-"""The guard every task runs under: load the turn, bound redelivery, fence stale attempts, honour
-cancel and deadline, and hand the turn on."""
+"""A task's view of its turn (``Stage``) and the way in (``begin``): load the turn, bound
+redelivery, fence stale attempts, honour cancel and deadline.
+
+How a stage ends a turn that failed is ``workers.runtime.ending``; how it hands the turn to the
+next queue is ``workers.runtime.handoff``; when a turn is complete is
+``workers.runtime.completion``.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
 from celery import Task
-from celery.exceptions import SoftTimeLimitExceeded
 
-from voxqueue.contracts import ErrorCode, EventType, TtsJob, TurnEvent, TurnSpec
+from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.contracts.jobs import _Job
-from voxqueue.effects import Fence, Fenced, Once
+from voxqueue.effects import Fence, Once
 from voxqueue.turns import STREAM_MAXLEN
-from workers.runtime import completion
 from workers.runtime.crash import crash_point
 from workers.runtime.resources import Runtime
 from workers.runtime.trust import spec_problem
 
 log = structlog.get_logger("voxqueue.stage")
-
-APOLOGY = "Sorry, something went wrong and I can't answer that right now."
-APOLOGIES: dict[str, str] = {
-    ErrorCode.STT_NO_TEXT: "Sorry, I didn't catch that.",
-    ErrorCode.AUDIO_INVALID: "Sorry, I couldn't hear that recording.",
-    ErrorCode.MISSING_KEY: "Sorry, I'm not set up to answer that: an API key is missing.",
-}
-
 
 class Stage:
     """One task's view of its turn: events, stop checks and the turn's end."""
@@ -108,91 +102,17 @@ class Stage:
     def finish(self, status: str = "ok", **data: Any) -> None:
         self.rt.store.finish(self.spec, status, data=data)
 
-    def fail(self, code: ErrorCode | str, message: str, *, apologize: bool = True,
-             say: str | None = None) -> None:
-        """Report an error and end the turn, after a short spoken apology when it speaks.
-
-        ``say`` replaces the stock apology (the step cap explains itself).
-        """
-        self.log.warning("turn failed", code=str(code), error=message)
-        store = self.rt.store
-        if store.ended(self.turn_id):
-            return
-        if self.remaining() <= 0.1:  # the deadline, not the provider, ended this turn
-            store.finish(self.spec, "timeout", (
-                ErrorCode.TIMEOUT, f"the turn passed its deadline in the {self.queue} stage "
-                f"({message})"))
-            return
-        if apologize and self.spec.speak and self.remaining() > 1:
-            text = say or APOLOGIES.get(str(code), APOLOGY)
-            self.apologize(code, message, text)
-            return
-        store.finish(self.spec, "error", (code, message))
-
-    def apologize(self, code: ErrorCode | str, message: str, text: str) -> None:
-        """Say ``text`` as the turn's last sentence and end the turn with an error after it.
-
-        The error and the reply are written once; the sentence and the close are idempotent, so
-        an attempt that died half way through is completed by the next one.
-        """
-        now = time.time()
-        events = self.rt.keys.events(self.turn_id)
-        reply = TurnEvent(type="reply", turn_id=self.turn_id, ts=now,
-                          data={"text": text, "apology": True})
-        self.once_with_event("apology", "error", {"code": str(code), "message": message}).call(
-            "XADD", events, "*", "e", reply.model_dump_json()).run()
-        seq, _new, sent = completion.allocate(self.rt, self.turn_id, "apology")
-        if not sent:
-            self.send(TtsJob(turn_id=self.turn_id, seq=seq, text=text, enqueued_at=now))
-            completion.mark_sent(self.rt, self.turn_id, seq)
-        completion.close(self.rt, self.spec, end_status="error")
-
-    @contextmanager
-    def guard(self) -> Iterator[None]:
-        """End the turn with an error when the stage's code fails unexpectedly.
-
-        Without this a bug would leave the turn silent until the deadline sweeper ends it.
-        """
-        try:
-            yield
-        except Fenced:
-            self.log.warning("a newer delivery of this job took over; this one stops")
-        except SoftTimeLimitExceeded:
-            self.fail(ErrorCode.TIMEOUT, f"the {self.queue} stage hit its time limit",
-                      apologize=False)
-        except Exception as exc:
-            self.log.exception("stage failed", error=str(exc))
-            self.fail(ErrorCode.INTERNAL,
-                      f"the {self.queue} stage failed: {exc.__class__.__name__}: {exc}")
-
-    def send(self, job: _Job, task_name: str | None = None, **options: Any) -> None:
-        """Hand the turn to the next stage, under the job's own task id (a copy sent again
-        after a crash is the same job)."""
-        from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TTS_SPEAK
-        from voxqueue.otel import inject
-        from workers.app import app
-
-        if task_name is None:
-            task_name = {"TtsJob": TTS_SPEAK, "AgentStep": AGENT_STEP,
-                         "SttJob": STT_TRANSCRIBE}[type(job).__name__]
-        app.send_task(task_name, args=[job.model_dump(mode="json")], argsrepr=job.describe(),
-                      headers=inject(), ignore_result=True, task_id=job.task_id(), **options)
-
-    def send_once(self, job: _Job, task_name: str | None = None, **options: Any) -> None:
-        """Send ``job`` unless an earlier attempt of this stage did. A crash between the send
-        and its mark sends it again, under the same task id: the receiver runs it once."""
-        marker = self.rt.keys.marker(self.turn_id, f"sent:{job.task_id()}")
-        if self.rt.redis.exists(marker):
-            return
-        self.send(job, task_name, **options)
-        self.crash_point(f"{self.queue}.after-send")
-        self.rt.redis.set(marker, b"1", ex=self.rt.settings.turn_ttl_s)
-
     def queue_ms(self, job: _Job) -> float:
         """Milliseconds from the job's sending to the task's start (the queue hop)."""
         if not job.enqueued_at:
             return 0.0
         return round(max(0.0, self.started_at - job.enqueued_at) * 1000, 2)
+
+
+def runtime_of(task: Task) -> Runtime:
+    """The Runtime of the worker process running ``task`` (built once by its app)."""
+    rt: Runtime = task.app.runtime
+    return rt
 
 
 def begin(task: Task, job: _Job, queue: str) -> Stage | None:
@@ -202,10 +122,8 @@ def begin(task: Task, job: _Job, queue: str) -> Stage | None:
     One round trip to Redis: the spec, the delivery count (this attempt's fence), the end and
     cancel flags and the job's done marker.
     """
-    from workers.app import app
-
     started = time.time()
-    rt: Runtime = app.runtime
+    rt = runtime_of(task)
     k = rt.keys
     task_id = task.request.id or job.task_id()
     pipe = rt.redis.pipeline(transaction=False)

@@ -1,13 +1,14 @@
 """A span per task, child of the span that sent it (its ``traceparent`` task header).
 
-Connected to Celery's task signals at import, only when ``VOXQUEUE_OTEL_ENABLED`` is true;
-imported by ``workers.runtime.lifecycle`` before that module connects its own hooks, so the
-span ends before the log context (which knows the session) is cleared.
+Connected to Celery's task signals by ``install``, only when ``VOXQUEUE_OTEL_ENABLED`` is
+true; ``workers.runtime.lifecycle`` installs it before its own hooks, so the span ends before
+the log context (which knows the session) is cleared.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -18,7 +19,7 @@ from voxqueue.settings import get_settings
 
 _open: dict[tuple[str, int], otel.TaskSpan] = {}
 _errors: dict[tuple[str, int], BaseException] = {}
-_role: str | None = None
+_role: list[Callable[[], str]] = []
 
 
 def _key(task_id: str | None) -> tuple[str, int]:
@@ -26,14 +27,8 @@ def _key(task_id: str | None) -> tuple[str, int]:
 
 
 def role() -> str:
-    """This worker's queues ("agent", "stt+tts"), named once per process."""
-    global _role
-    if _role is None:
-        from workers.app import app
-
-        queues = sorted(app.amqp.queues.consume_from or ())
-        _role = "+".join(queues) or "worker"
-    return _role
+    """This worker's queues ("agent", "stt+tts"), as ``install`` was told to name them."""
+    return _role[0]() if _role else "worker"
 
 
 def job_of(args: Any) -> dict[str, Any] | None:
@@ -106,14 +101,13 @@ def _on_postrun(task_id: str | None = None, state: str | None = None, **_: Any) 
     otel.end_task_span(handle, error, {"session_id": session, "celery.state": state})
 
 
-def install() -> bool:
-    """Connect the hooks when tracing is enabled; True when connected."""
+def install(role_of: Callable[[], str]) -> bool:
+    """Connect the hooks when tracing is enabled; True when connected. ``role_of`` names the
+    worker (its queues) for the spans' service."""
     if not get_settings().otel_enabled:
         return False
+    _role[:] = [role_of]
     task_prerun.connect(_on_prerun, weak=False, dispatch_uid="voxqueue-trace-prerun")
     task_failure.connect(_on_failure, weak=False, dispatch_uid="voxqueue-trace-failure")
     task_postrun.connect(_on_postrun, weak=False, dispatch_uid="voxqueue-trace-postrun")
     return True
-
-
-install()

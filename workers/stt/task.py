@@ -12,6 +12,7 @@ from voxqueue.contracts import AgentStep, ErrorCode, SttJob
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.app import app
+from workers.runtime import ending, handoff
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
 
@@ -24,7 +25,7 @@ def transcribe(self: Task, job: dict[str, Any]) -> None:
     stage = begin(self, sjob, "stt")
     if stage is None:
         return
-    with stage.guard():
+    with ending.guard(stage):
         _transcribe(stage, sjob)
         stage.complete()
 
@@ -37,7 +38,8 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
         return
     pcm = rt.store.audio(stage.spec)
     if not pcm:
-        stage.fail(ErrorCode.AUDIO_MISSING, "the turn's audio is gone (expired or never stored)")
+        ending.fail(stage, ErrorCode.AUDIO_MISSING,
+                    "the turn's audio is gone (expired or never stored)")
         return
     try:
         transcriber = rt.transcriber
@@ -47,10 +49,10 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
         with span("stt.transcribe", provider=transcriber.name):
             transcript = transcriber.transcribe(pcm, deadline=stage.spec.deadline)
     except MissingKeyError as exc:
-        stage.fail(ErrorCode.MISSING_KEY, str(exc))
+        ending.fail(stage, ErrorCode.MISSING_KEY, str(exc))
         return
     except ProviderError as exc:
-        stage.fail(ErrorCode.STT_FAILED, str(exc))
+        ending.fail(stage, ErrorCode.STT_FAILED, str(exc))
         return
     if stage.should_stop():
         return
@@ -58,7 +60,7 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
              "ttfb_ms": transcript.ttfb_ms}
     if not transcript.text:
         stage.emit("stt-end", ended)
-        stage.fail(ErrorCode.STT_NO_TEXT, "no speech was recognized in the audio")
+        ending.fail(stage, ErrorCode.STT_NO_TEXT, "no speech was recognized in the audio")
         return
     stage.once_with_event("transcript", "stt-end", ended).call(
         "HSET", rt.keys.turn(stage.turn_id), "transcript", transcript.text.encode()).run()
@@ -67,4 +69,4 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
 
 
 def _hand_over(stage: Stage) -> None:
-    stage.send_once(AgentStep(turn_id=stage.turn_id, step=1, enqueued_at=time.time()))
+    handoff.send_once(stage, AgentStep(turn_id=stage.turn_id, step=1, enqueued_at=time.time()))

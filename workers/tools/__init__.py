@@ -3,7 +3,7 @@
 ``tool`` (optional decorator) and ``current_call`` are the API for people writing tools.
 """
 
-from workers.tools.context import ToolCall, current_call
-from workers.tools.registry import Tool, ToolRegistry, tool
+from workers.toolkit.context import ToolCall, current_call
+from workers.toolkit.registry import Tool, ToolRegistry, tool
 
 __all__ = ["Tool", "ToolCall", "ToolRegistry", "current_call", "tool"]

@@ -21,9 +21,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from voxqueue.contracts import ToolOutcome
-from workers.tools.context import ToolCall, set_current_call
+from workers.toolkit.context import ToolCall, runtime, set_current_call
+from workers.toolkit.registry import Tool, ToolRegistry
 from workers.tools.guard import TurnGuard
-from workers.tools.registry import Tool, ToolRegistry
 
 _pool_lock = threading.Lock()
 _pools: dict[int, ThreadPoolExecutor] = {}
@@ -113,8 +113,6 @@ def run_tool_call(registry: ToolRegistry, call: ToolCall, raw_arguments: str, *,
 
 
 def _guard() -> TurnGuard:
-    from workers.tools.builtin._deps import runtime
-
     rt = runtime()
     return TurnGuard(rt.redis, rt.keys, rt.settings)
 

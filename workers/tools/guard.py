@@ -7,7 +7,7 @@ state) and a monitor alert taint the turn (``vq:turn:<id>:untrusted``) and its s
 injected "on the next turn, call ..." must not find an untainted turn). In a tainted turn a
 side-effecting tool does not run: it is stored as pending for the session (tool and exact
 arguments, ``VOXQUEUE_CONFIRM_TTL_S``) and the model is told to ask. A later turn of the
-session whose whole utterance is a yes (:func:`workers.tools.policy.is_yes`) may run that
+session whose whole utterance is a yes (:func:`workers.toolkit.policy.is_yes`) may run that
 same call once; the entry is consumed atomically, so two copies of the call run one.
 """
 
@@ -22,8 +22,9 @@ import redis
 
 from voxqueue.keys import Keys
 from voxqueue.settings import Settings
-from workers.tools.context import ToolCall
-from workers.tools.policy import action_key, describe_action, is_yes
+from workers.toolkit.context import ToolCall
+from workers.toolkit.policy import action_key, describe_action, is_yes
+from workers.toolkit.taint import taint_writes
 
 #: Actions pending per session at most (the oldest is dropped).
 MAX_PENDING = 8
@@ -68,13 +69,6 @@ class TurnFacts:
     text: str | None
     """The person's words this turn; None when the turn is unknown."""
     tainted: bool
-
-
-def taint_writes(keys: Keys, settings: Settings, turn_id: str, session_id: str,
-                 reason: str) -> list[tuple[str, str, str, str, int]]:
-    """The commands that taint a turn and its session (for a ``Once`` or a pipeline)."""
-    return [("SET", keys.turn_untrusted(turn_id), reason, "EX", settings.turn_ttl_s),
-            ("SET", keys.session_untrusted(session_id), turn_id, "EX", settings.session_ttl_s)]
 
 
 def confirmation_needed(tool: str, arguments: dict[str, Any]) -> str:

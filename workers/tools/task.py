@@ -12,9 +12,9 @@ from voxqueue.contracts import ToolCallJob, ToolOutcome
 from voxqueue.effects import Fenced
 from voxqueue.otel import span
 from workers.app import app
-from workers.runtime.stage import Stage, begin
+from workers.runtime.stage import Stage, begin, runtime_of
 from workers.runtime.trust import call_problem
-from workers.tools.context import ToolCall
+from workers.toolkit.context import ToolCall, use_runtime
 from workers.tools.executor import run_tool_call
 
 
@@ -24,7 +24,7 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
     """Run one tool call and return its outcome (errors included, as data). Never raises: a
     chord member that raised would fail the whole answer."""
     tjob = ToolCallJob.model_validate(job)
-    rt = app.runtime
+    rt = runtime_of(self)
     key = rt.keys.tool_outcome(tjob.turn_id, tjob.call_id)
     cached = rt.redis.get(key)
     if cached is not None:  # a redelivered call: never run a tool twice
@@ -75,7 +75,7 @@ def _run(stage: Stage, tjob: ToolCallJob) -> dict[str, Any]:
             error_code="not-repeated", started_at=time.time(), ms=0.0)
         return _record(stage, tjob, key, result)
     try:
-        with span(f"tool {tjob.name}", tool=tjob.name):
+        with span(f"tool {tjob.name}", tool=tjob.name), use_runtime(rt):
             result = run_tool_call(rt.tools, call, tjob.arguments,
                                    timeout_s=min(s.tool_timeout_s, max(0.5, stage.remaining())),
                                    max_chars=s.tool_result_max_chars)

@@ -12,7 +12,7 @@ from voxqueue.contracts import ErrorCode, TtsJob
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.app import app
-from workers.runtime import completion
+from workers.runtime import completion, ending
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
 from workers.tts.chunking import rechunk
@@ -30,7 +30,7 @@ def speak(self: Task, job: dict[str, Any]) -> None:
     if stage is None:
         return
     try:
-        with stage.guard():
+        with ending.guard(stage):
             if not completion.is_done(stage.rt, tjob.turn_id, tjob.seq):
                 _speak(stage, tjob)
     finally:
@@ -73,7 +73,7 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
         code = ErrorCode.MISSING_KEY if isinstance(exc, MissingKeyError) else ErrorCode.TTS_FAILED
         # A short apology (if the voice works again: a second failure ends the turn), and this
         # sentence counts as done: it will not be spoken, so nothing waits for it.
-        stage.fail(code, str(exc))
+        ending.fail(stage, code, str(exc))
         return
     stage.crash_point("tts.after-stream")
     stage.emit("tts-end", {"seq": tjob.seq, "ms": round((time.time() - started) * 1000, 2),

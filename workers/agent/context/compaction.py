@@ -20,7 +20,7 @@ from workers.agent.context.tokens import count_messages, count_text, encoding_fo
 from workers.agent.messages import Message
 
 if TYPE_CHECKING:
-    from workers.agent.providers import ChatModel
+    from workers.agent.providers.base import ChatModel
 
 log = structlog.get_logger("voxqueue.context")
 

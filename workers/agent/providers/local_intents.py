@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from voxqueue.settings import Settings
-from workers.agent.intents import IntentCall, matcher_for
-from workers.agent.intents.responses import apology, offline_reply, render_result
-from workers.agent.providers import Answer, ToolCallRequest
-from workers.tools.registry import ToolRegistry
+from workers.agent.providers.base import Answer, ToolCallRequest
+from workers.intents import IntentCall, matcher_for
+from workers.intents.responses import apology, offline_reply, render_result
+from workers.toolkit.registry import ToolRegistry
 
 LOCAL_PREFIX = "local_"
 

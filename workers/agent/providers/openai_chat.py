@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from voxqueue.settings import Settings
-from workers.agent.providers import Answer, StreamStopped, ToolCallRequest
+from workers.agent.providers.base import Answer, StreamStopped, ToolCallRequest
 from workers.runtime.openai_client import make_openai, provider_error
 from workers.runtime.retry import ProviderError, call_with_retry
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from workers.agent.providers import Answer, ChatModel
+from workers.agent.providers.base import Answer, ChatModel
 from workers.agent.providers.local_intents import LocalIntents
 
 

@@ -1,29 +1,23 @@
-"""Speech-to-text providers: a small protocol, one module per provider, chosen by settings."""
+"""Speech-to-text providers: the protocol in ``base``, one module per provider, chosen by
+settings."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from voxqueue.settings import Settings
+from workers.stt.providers.base import Transcriber
+
+if TYPE_CHECKING:
+    from workers.toolkit.registry import ToolRegistry
 
 
-@dataclass(frozen=True)
-class Transcript:
-    text: str
-    ttfb_ms: float | None = None
+def select_transcriber(settings: Settings, tools: Callable[[], ToolRegistry]) -> Transcriber:
+    """The provider named by ``VOXQUEUE_STT`` (``auto``: OpenAI with a key, else offline).
 
-
-class Transcriber(Protocol):
-    """Turns 16 kHz mono int16 PCM into text."""
-
-    name: str
-
-    def transcribe(self, pcm: bytes, *, deadline: float) -> Transcript: ...
-
-
-def select_transcriber(settings: Settings) -> Transcriber:
-    """The provider named by ``VOXQUEUE_STT`` (``auto``: OpenAI with a key, else offline)."""
+    ``tools``: the worker's tools, whose example sentences bias the offline recognizer.
+    """
     choice = settings.providers_in_use()["stt"]
     if choice == "openai":
         from workers.stt.providers.openai_stt import OpenAITranscriber
@@ -32,6 +26,6 @@ def select_transcriber(settings: Settings) -> Transcriber:
     if choice == "pocketsphinx":
         from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
 
-        return PocketsphinxTranscriber(settings)
+        return PocketsphinxTranscriber(settings, tools())
     raise ValueError(f"unknown STT provider {settings.stt!r} (VOXQUEUE_STT): "
                      "use auto, openai or pocketsphinx")

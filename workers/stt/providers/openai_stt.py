@@ -8,7 +8,7 @@ from voxqueue.audio import to_wav
 from voxqueue.settings import Settings
 from workers.runtime.openai_client import make_openai, provider_error
 from workers.runtime.retry import call_with_retry
-from workers.stt.providers import Transcript
+from workers.stt.providers.base import Transcript
 
 
 class OpenAITranscriber:

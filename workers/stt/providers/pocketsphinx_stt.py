@@ -3,7 +3,7 @@
 pocketsphinx's general English model hears plain questions well but garbles commands ("set a
 timer" -> "the timer", "twelve times thirteen" -> "the wall times per diem"). So each
 utterance is first decoded with a small command language model, built at start from the
-tools' example sentences (see ``workers.agent.intents.corpus``) plus the most common English
+tools' example sentences (see ``workers.intents.corpus``) plus the most common English
 words for free text. Its hypothesis is kept when it is a request the local intents
 understand *and* it fits the sound about as well as an unconstrained phone loop does (a
 sentence forced into command words fits much worse). Otherwise the general model decodes
@@ -27,11 +27,12 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from voxqueue.settings import Settings
-from workers.stt.providers import Transcript
+from workers.intents import IntentMatcher, matcher_for
+from workers.intents.corpus import END, START, command_lines
+from workers.stt.providers.base import Transcript
 
 if TYPE_CHECKING:
-    from workers.agent.intents import IntentMatcher
-    from workers.tools.registry import ToolRegistry
+    from workers.toolkit.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
@@ -66,19 +67,13 @@ class Recognition:
 class PocketsphinxTranscriber:
     name = "pocketsphinx"
 
-    def __init__(self, settings: Settings, registry: ToolRegistry | None = None) -> None:
+    def __init__(self, settings: Settings, registry: ToolRegistry) -> None:
         from pocketsphinx import Config, Decoder, get_model_path
 
         self.settings = settings
         self._lock = threading.Lock()
         self.decoder = Decoder(Config(samprate=settings.sample_rate, loglevel="ERROR"))
         self.decoder.add_allphone_file(PHONES, get_model_path("en-us/en-us-phone.lm.bin"))
-        if registry is None:
-            from workers.app import app
-
-            registry = app.runtime.tools
-        from workers.agent.intents import matcher_for
-
         self.matcher: IntentMatcher = matcher_for(registry)
         self.biased = self._add_command_model()
 
@@ -87,8 +82,6 @@ class PocketsphinxTranscriber:
         """Add the command language model as a search; False when no tool declares examples."""
         from pocketsphinx import NGramModel
         from pocketsphinx.lm import ArpaBoLM
-
-        from workers.agent.intents.corpus import END, START, command_lines
 
         known = self._known_words
         lines = [

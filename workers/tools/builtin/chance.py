@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from workers.tools.registry import tool
+from workers.toolkit.registry import tool
 
 __all__ = ["flip_coin", "random_number", "roll_dice"]
 

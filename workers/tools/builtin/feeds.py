@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 
-from workers.tools.builtin._deps import runtime
+from workers.toolkit.context import runtime
+from workers.toolkit.net import host_of, safe_get
+from workers.toolkit.registry import tool
 from workers.tools.builtin.web import require_named_host
-from workers.tools.net import host_of, safe_get
-from workers.tools.registry import tool
 
 __all__ = ["news_headlines"]
 

@@ -8,10 +8,10 @@ from typing import Any
 from urllib.parse import quote
 
 from voxqueue.settings import Settings
-from workers.tools.builtin._deps import runtime
+from workers.toolkit.context import runtime
+from workers.toolkit.net import FetchResult, RedirectRefusedError, host_of, safe_request
+from workers.toolkit.registry import tool
 from workers.tools.builtin.home_allow import checked_targets, require_exposed
-from workers.tools.net import FetchResult, RedirectRefusedError, host_of, safe_request
-from workers.tools.registry import tool
 
 __all__ = ["home_assistant_call", "home_assistant_state"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-from workers.tools.builtin._deps import runtime
-from workers.tools.net import host_of, safe_get
-from workers.tools.registry import tool
+from workers.toolkit.context import runtime
+from workers.toolkit.net import host_of, safe_get
+from workers.toolkit.registry import tool
 
 __all__ = ["wikipedia_summary"]
 

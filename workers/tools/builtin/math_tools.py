@@ -6,8 +6,8 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from workers.toolkit.registry import tool
 from workers.tools.builtin.safe_math import evaluate, format_number
-from workers.tools.registry import tool
 
 __all__ = ["calculate", "convert_units"]
 

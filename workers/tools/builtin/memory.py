@@ -15,8 +15,8 @@ import uuid
 
 import redis
 
-from workers.tools.builtin._deps import owner, runtime
-from workers.tools.registry import tool
+from workers.toolkit.context import owner, runtime
+from workers.toolkit.registry import tool
 
 __all__ = ["forget", "recall", "remember"]
 

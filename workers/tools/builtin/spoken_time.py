@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from dateutil import parser as dateparser
 
-from workers.tools.builtin.numbers import words_to_numbers
+from workers.intents.numbers import words_to_numbers
 
 MAX_DURATION_S = 366 * 24 * 3600
 

@@ -4,72 +4,16 @@ from __future__ import annotations
 
 import json
 import statistics
-from functools import lru_cache
-from typing import Any
 
-from voxqueue.settings import QUEUES, Settings
 from workers.runtime.resources import Runtime
-from workers.tools.builtin._deps import runtime
-from workers.tools.registry import tool
+from workers.toolkit.context import runtime
+from workers.toolkit.probes import live_workers, queue_depths
+from workers.toolkit.registry import tool
 
 __all__ = ["system_status"]
 
-# kombu's Redis transport keeps priorities 1-9 of a queue in lists named "<queue>\x06\x16<n>".
-_PRIORITY_SEP = "\x06\x16"
 _SAMPLE_TURNS = 50
 _SCAN_BUDGET = 5000
-
-
-@lru_cache(maxsize=4)
-def _celery(broker_url: str) -> Any:
-    """A Celery app on this broker, for remote-control inspection."""
-    from workers.app import app
-
-    if app.conf.broker_url == broker_url:
-        return app
-    from celery import Celery
-
-    from voxqueue.celery_config import celery_config
-
-    other = Celery("voxqueue-status", set_as_current=False)
-    other.conf.update(
-        celery_config(
-            Settings(
-                _env_file=None,  # type: ignore[call-arg]
-                redis_url=broker_url,
-            )
-        )
-    )
-    return other
-
-
-def queue_depths(rt: Runtime) -> dict[str, int]:
-    """Messages waiting in each queue (all priority lists added up)."""
-    pipe = rt.redis.pipeline(transaction=False)
-    for queue in QUEUES:
-        pipe.llen(queue)
-        for priority in range(1, 10):
-            pipe.llen(f"{queue}{_PRIORITY_SEP}{priority}")
-    counts = pipe.execute()
-    step = 10
-    return {q: sum(counts[i * step : (i + 1) * step]) for i, q in enumerate(QUEUES)}
-
-
-def live_workers(rt: Runtime, timeout_s: float = 1.0) -> dict[str, int] | None:
-    """Workers consuming each queue that answer within ``timeout_s`` (None when the broker
-    could not be asked)."""
-    try:
-        inspect = _celery(rt.settings.redis_url).control.inspect(timeout=timeout_s)
-        replies = inspect.active_queues()
-    except Exception:  # the status report must not fail for want of one part
-        return None
-    counts = dict.fromkeys(QUEUES, 0)
-    for queues in (replies or {}).values():
-        for queue in queues:
-            name = queue.get("name")
-            if name in counts:
-                counts[name] += 1
-    return counts
 
 
 def recent_turn_ms(rt: Runtime) -> list[float]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import date as Date
 from datetime import datetime, tzinfo
 
-from workers.tools.builtin._deps import runtime
+from workers.toolkit.context import runtime
+from workers.toolkit.registry import tool
 from workers.tools.builtin.spoken_time import (
     local_zone,
     parse_clock,
@@ -13,7 +14,6 @@ from workers.tools.builtin.spoken_time import (
     resolve_timezone,
     zone_name,
 )
-from workers.tools.registry import tool
 
 __all__ = ["convert_time", "days_until", "get_current_time"]
 

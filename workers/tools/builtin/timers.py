@@ -10,7 +10,9 @@ import re
 import time
 from datetime import datetime
 
-from workers.tools.builtin._deps import owner, runtime
+from workers.toolkit.context import owner, runtime
+from workers.toolkit.registry import tool
+from workers.toolkit.timer_store import Item, TimerStore
 from workers.tools.builtin.spoken_time import (
     describe_duration,
     describe_when,
@@ -18,8 +20,6 @@ from workers.tools.builtin.spoken_time import (
     parse_duration,
     parse_when,
 )
-from workers.tools.builtin.timer_store import Item, TimerStore
-from workers.tools.registry import tool
 
 __all__ = ["cancel_timer", "list_timers", "set_reminder", "set_timer"]
 

@@ -10,12 +10,11 @@ import json
 import httpx
 
 from voxqueue.settings import Settings
-from workers.tools.builtin._deps import runtime
+from workers.toolkit.context import current_call, runtime
+from workers.toolkit.net import BlockedURLError, safe_get
+from workers.toolkit.policy import host_in, named_hosts, split_list
+from workers.toolkit.registry import tool
 from workers.tools.builtin.html_text import html_to_text
-from workers.tools.context import current_call
-from workers.tools.net import BlockedURLError, safe_get
-from workers.tools.policy import host_in, named_hosts, split_list
-from workers.tools.registry import tool
 
 __all__ = ["fetch_url"]
 

@@ -1,22 +1,10 @@
-"""Text-to-speech providers: a small protocol, one module per provider, chosen by settings."""
+"""Text-to-speech providers: the protocol in ``base``, one module per provider, chosen by
+settings."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Protocol
-
 from voxqueue.settings import Settings
-
-
-class Synthesizer(Protocol):
-    """Speaks text as 16 kHz mono int16 PCM, chunk by chunk as it is produced."""
-
-    name: str
-
-    def stream(self, text: str, *, deadline: float,
-               previous_text: str | None = None) -> Iterator[bytes]:
-        """``previous_text``: what was said just before, for continuous prosody (if supported)."""
-        ...
+from workers.tts.providers.base import Synthesizer
 
 
 def select_synthesizer(settings: Settings) -> Synthesizer:

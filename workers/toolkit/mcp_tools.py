@@ -2,7 +2,7 @@
 
 Each server's tools are listed once when a worker builds its registry; the schema the model
 sees is the MCP tool's own ``inputSchema``. Calls go through a session per server that the
-worker process keeps open (``workers.tools.mcp_sessions``): a stdio server is started once, not
+worker process keeps open (``workers.toolkit.mcp_sessions``): a stdio server is started once, not
 once per call. Uses the official ``mcp`` SDK (2.x ``mcp.Client``).
 """
 
@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from voxqueue.redaction import redact_text
 from voxqueue.settings import Settings
-from workers.tools.mcp_sessions import McpSessions
-from workers.tools.registry import Tool
+from workers.toolkit.mcp_sessions import McpSessions
+from workers.toolkit.registry import Tool
 
 log = structlog.get_logger("voxqueue.tools")
 

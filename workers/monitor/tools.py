@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import time
 
-from celery import Celery
 from pydantic import ValidationError
 
 from workers.monitor.monitors import Kind, Monitor, MonitorStore, from_settings, name_for
-from workers.tools.builtin._deps import owner, runtime
-from workers.tools.context import current_call
-from workers.tools.net import Allowlist, check_url
-from workers.tools.registry import tool
+from workers.monitor.schedule import RUN_CHECK, schedule_monitor, unschedule_monitor
+from workers.toolkit.context import current_call, owner, runtime
+from workers.toolkit.net import Allowlist, check_url
+from workers.toolkit.registry import tool
 
 __all__ = ["create_monitor", "delete_monitor", "list_monitors", "monitor_status"]
 
@@ -26,12 +25,6 @@ __all__ = ["create_monitor", "delete_monitor", "list_monitors", "monitor_status"
 def _store() -> MonitorStore:
     rt = runtime()
     return MonitorStore(rt.redis, rt.keys)
-
-
-def _app() -> Celery:
-    from workers.app import app
-
-    return app
 
 
 #: The rate limit's window, in seconds.
@@ -66,9 +59,7 @@ def _take_slot(who: str) -> None:
 
 def _start(monitor: Monitor) -> None:
     """Give the monitor its beat entry and run its first check now (the baseline)."""
-    from workers.monitor.schedule import RUN_CHECK, schedule_monitor
-
-    app = _app()
+    app = runtime().celery
     schedule_monitor(app, monitor)
     app.send_task(RUN_CHECK, args=[monitor.name])
 
@@ -203,8 +194,6 @@ def delete_monitor(name: str) -> str:
     Args:
         name: The monitor's name, as list_monitors gives it.
     """
-    from workers.monitor.schedule import unschedule_monitor
-
     store = _store()
     monitor = _find(store, name)
     if from_settings(monitor, runtime().settings):
@@ -213,7 +202,7 @@ def delete_monitor(name: str) -> str:
             "deleted by voice")
     if not store.delete(monitor.name):
         raise ValueError(f"no monitor named {name!r}")
-    unschedule_monitor(_app(), monitor.name)
+    unschedule_monitor(runtime().celery, monitor.name)
     return f"Monitor {monitor.name!r} deleted."
 
 

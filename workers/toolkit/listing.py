@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import structlog
-
 from voxqueue.settings import Settings, get_settings
-from workers.tools.registry import Tool, ToolRegistry, default_registry
-
-log = structlog.get_logger("voxqueue.tools")
+from workers.toolkit.assembly import allowed_names, assemble_tools, denied_names
+from workers.toolkit.registry import Tool, ToolRegistry
 
 
 def describe_parameters(tool: Tool) -> str:
@@ -37,7 +34,7 @@ def print_tools(
 ) -> None:
     """Print the tools as a table (name, side effects, description, parameters) or as the JSON
     list of the schemas the model is given."""
-    tools = registry if registry is not None else default_registry(settings or get_settings())
+    tools = registry if registry is not None else assemble_tools(settings or get_settings())
     if as_json:
         print(json.dumps(tools.schemas(), indent=2, ensure_ascii=False))
         return
@@ -63,19 +60,7 @@ def offered_tool_names(settings: Settings) -> frozenset[str]:
     """Names of the tools workers with ``settings`` offer, known without starting anything:
     with ``VOXQUEUE_TOOLS_ALLOW``, those; else the built-ins, ``VOXQUEUE_TOOL_MODULES`` and
     plugins (MCP servers' tools are not listed). Less ``VOXQUEUE_TOOLS_DENY``."""
-    from workers.tools.builtin import BUILTIN_MODULES
-    from workers.tools.plugins import load_entry_points
-
-    deny = {n.strip() for n in settings.tools_deny.split(",") if n.strip()}
-    allow = {n.strip() for n in settings.tools_allow.split(",") if n.strip()}
+    allow, deny = allowed_names(settings), denied_names(settings)
     if allow:
         return frozenset(allow - deny)
-    registry = ToolRegistry()
-    for module in (*BUILTIN_MODULES, *settings.tool_module_names):
-        try:
-            registry.load_module(module)
-        except Exception as exc:  # the workers report it; its tools count as unknown here
-            log.warning("tool module not loaded", module=module,
-                        error=f"{exc.__class__.__name__}: {exc}")
-    load_entry_points(registry)
-    return frozenset(set(registry.names) - deny)
+    return frozenset(assemble_tools(settings, mcp=False, skip_broken=True).names)

@@ -24,9 +24,9 @@ from hassil.parse_expression import parse_sentence
 from hassil.recognize import RecognizeResult
 from pydantic import ValidationError
 
-from workers.agent.intents.vocabulary import choices
-from workers.tools.builtin.numbers import words_to_numbers
-from workers.tools.registry import Tool, ToolRegistry
+from workers.intents.numbers import words_to_numbers
+from workers.intents.vocabulary import choices
+from workers.toolkit.registry import Tool, ToolRegistry
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ from typing import Any
 from hassil import sample_expression
 from hassil.parse_expression import parse_sentence
 
-from workers.agent.intents.matcher import IntentMatcher
-from workers.agent.intents.vocabulary import spoken_values
+from workers.intents.matcher import IntentMatcher
+from workers.intents.vocabulary import spoken_values
 
 log = logging.getLogger(__name__)
 

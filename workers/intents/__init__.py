@@ -1,5 +1,5 @@
 """Local intents: tool calls from the example sentences the tools declare, with no LLM."""
 
-from workers.agent.intents.matcher import IntentCall, IntentMatcher, matcher_for
+from workers.intents.matcher import IntentCall, IntentMatcher, matcher_for
 
 __all__ = ["IntentCall", "IntentMatcher", "matcher_for"]

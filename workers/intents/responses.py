@@ -11,9 +11,9 @@ from typing import Any
 from hassil import sample_expression
 from hassil.parse_expression import parse_sentence
 
-from workers.agent.intents.matcher import IntentMatcher
-from workers.agent.intents.vocabulary import is_number, spoken_values
-from workers.tools.registry import Tool
+from workers.intents.matcher import IntentMatcher
+from workers.intents.vocabulary import is_number, spoken_values
+from workers.toolkit.registry import Tool
 
 log = logging.getLogger(__name__)
 

@@ -5,20 +5,21 @@ from __future__ import annotations
 import time
 
 import structlog
+from celery import Task
 
-from voxqueue.celery_config import TIME_LIMITS
+from voxqueue.celery_config import FIRE_TIMERS, TIME_LIMITS
 from workers.app import app
-from workers.tools.builtin.timer_store import TimerStore
-
-FIRE_TIMERS = "voxqueue.monitor.fire_timers"
+from workers.runtime.stage import runtime_of
+from workers.toolkit.timer_store import TimerStore
 
 log = structlog.get_logger("voxqueue.monitor")
 
 
-@app.task(name=FIRE_TIMERS, time_limit=TIME_LIMITS["monitor"], expires=5, ignore_result=True)
-def fire_timers() -> int:
+@app.task(name=FIRE_TIMERS, bind=True, time_limit=TIME_LIMITS["monitor"], expires=5,
+          ignore_result=True)
+def fire_timers(self: Task) -> int:
     """Announce every due timer and reminder on its device's stream; returns how many fired."""
-    rt = app.runtime
+    rt = runtime_of(self)
     fired = TimerStore(rt.redis, rt.keys).fire_due()
     for item in fired:
         log.info(

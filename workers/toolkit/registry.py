@@ -1,4 +1,5 @@
-"""Tools from plain typed functions: name, docstring and type hints become an OpenAI tool.
+"""The tool model: plain typed functions whose name, docstring and type hints become an OpenAI
+tool, and the registry of a worker's tools by name (assembled in ``workers.toolkit.assembly``).
 
 The function's parameters become a pydantic model; its JSON schema is the tool's ``parameters``
 and it validates the model's arguments before the call.
@@ -14,8 +15,6 @@ from typing import Any, get_type_hints
 
 import docstring_parser
 from pydantic import BaseModel, ConfigDict, Field, create_model
-
-from voxqueue.settings import Settings
 
 _OPTIONS = "__voxqueue_tool__"
 
@@ -145,24 +144,3 @@ class ToolRegistry:
             candidates = [obj for n, obj in vars(module).items() if not n.startswith("_")
                           and inspect.isfunction(obj) and obj.__module__ == module.__name__]
         return [self.add(fn) for fn in candidates if callable(fn)]
-
-
-def default_registry(settings: Settings) -> ToolRegistry:
-    """The built-in tools, those of ``VOXQUEUE_TOOL_MODULES``, of installed plugins (entry
-    points ``voxqueue.tools``) and of ``VOXQUEUE_MCP_SERVERS``, filtered by
-    ``VOXQUEUE_TOOLS_ALLOW`` (when set, only these) and ``VOXQUEUE_TOOLS_DENY``."""
-    from workers.tools.builtin import BUILTIN_MODULES
-    from workers.tools.mcp_tools import mcp_tools
-    from workers.tools.plugins import load_entry_points
-
-    registry = ToolRegistry()
-    for module in (*BUILTIN_MODULES, *settings.tool_module_names):
-        registry.load_module(module)
-    load_entry_points(registry)
-    for mcp_tool in mcp_tools(settings, taken=set(registry.names)):
-        mcp_tool.reads_untrusted = True  # a server's results are text the model must not obey
-        registry.add(mcp_tool)
-    allow = {n.strip() for n in settings.tools_allow.split(",") if n.strip()}
-    deny = {n.strip() for n in settings.tools_deny.split(",") if n.strip()}
-    return ToolRegistry(t for t in registry
-                        if (not allow or t.name in allow) and t.name not in deny)

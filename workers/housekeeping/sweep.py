@@ -1,21 +1,23 @@
-"""Beat's periodic tasks: end turns that passed their deadline."""
+"""Beat's sweep: end the turns that passed their deadline (no lost task hangs a turn)."""
 
 from __future__ import annotations
 
 import structlog
+from celery import Task
 
 from voxqueue.celery_config import MONITOR_SWEEP, TIME_LIMITS
 from voxqueue.contracts import ErrorCode
 from voxqueue.turns import TurnNotFound
 from workers.app import app
+from workers.runtime.stage import runtime_of
 
 log = structlog.get_logger("voxqueue.monitor")
 
 
-@app.task(name=MONITOR_SWEEP, time_limit=TIME_LIMITS["monitor"], expires=10)
-def sweep_turns() -> int:
+@app.task(name=MONITOR_SWEEP, bind=True, time_limit=TIME_LIMITS["monitor"], expires=10)
+def sweep_turns(self: Task) -> int:
     """End every active turn past its deadline with a timeout error: no lost task hangs a turn."""
-    store = app.runtime.store
+    store = runtime_of(self).store
     ended = 0
     for turn_id in store.overdue():
         try:

@@ -1,0 +1,57 @@
+"""Handing a turn to the next queue: every job is sent under its own task id, so a copy sent
+again after a crash is the same job (the receiver runs it once; ``Stage.complete``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from celery import chord, group
+
+from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TTS_SPEAK
+from voxqueue.contracts.jobs import _Job
+from voxqueue.otel import inject
+from workers.runtime.resources import Runtime
+from workers.runtime.stage import Stage
+
+_TASK_OF = {"TtsJob": TTS_SPEAK, "AgentStep": AGENT_STEP, "SttJob": STT_TRANSCRIBE}
+
+
+def send(rt: Runtime, job: _Job, task_name: str | None = None, **options: Any) -> None:
+    """Send ``job`` to its queue's task (by default the one its type goes to)."""
+    name = task_name or _TASK_OF[type(job).__name__]
+    rt.celery.send_task(name, args=[job.model_dump(mode="json")], argsrepr=job.describe(),
+                        headers=inject(), ignore_result=True, task_id=job.task_id(), **options)
+
+
+def send_once(stage: Stage, job: _Job, task_name: str | None = None, **options: Any) -> None:
+    """Send ``job`` unless an earlier attempt of this stage did. A crash between the send
+    and its mark sends it again, under the same task id: the receiver runs it once."""
+    rt = stage.rt
+    marker = rt.keys.marker(stage.turn_id, f"sent:{job.task_id()}")
+    if rt.redis.exists(marker):
+        return
+    send(rt, job, task_name, **options)
+    stage.crash_point(f"{stage.queue}.after-send")
+    rt.redis.set(marker, b"1", ex=rt.settings.turn_ttl_s)
+
+
+def fan_out(rt: Runtime, task_name: str, jobs: Sequence[_Job], group_id: str,
+            then: tuple[str, _Job, str], on_error: str) -> None:
+    """Run ``jobs`` in parallel as a chord whose callback ``then`` (task, job, what its
+    arguments look like in Flower) gets their results; ``on_error`` gets the job if the chord
+    fails. Every id is fixed by the caller, so the chord sent again is the same chord: Celery
+    counts each member once and sends the callback once."""
+    celery = rt.celery
+    headers = inject()  # the trace context: members and callback are children of the sender
+    members = [celery.signature(task_name, args=[j.model_dump(mode="json")],
+                                options={"argsrepr": j.describe(), "headers": headers,
+                                         "task_id": j.task_id()})
+               for j in jobs]
+    callback_name, callback_job, callback_repr = then
+    callback = celery.signature(callback_name, args=[callback_job.model_dump(mode="json")],
+                                options={"argsrepr": callback_repr, "headers": headers,
+                                         "task_id": callback_job.task_id()})
+    callback.link_error(celery.signature(on_error, args=[callback_job.model_dump(mode="json")],
+                                         immutable=True))
+    chord(group(members, task_id=group_id), callback).apply_async()

@@ -1,0 +1,17 @@
+"""What every text-to-speech provider speaks: the ``Synthesizer`` protocol."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol
+
+
+class Synthesizer(Protocol):
+    """Speaks text as 16 kHz mono int16 PCM, chunk by chunk as it is produced."""
+
+    name: str
+
+    def stream(self, text: str, *, deadline: float,
+               previous_text: str | None = None) -> Iterator[bytes]:
+        """``previous_text``: what was said just before, for continuous prosody (if supported)."""
+        ...
