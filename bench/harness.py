@@ -55,10 +55,11 @@ def _fake_process(profile: Mapping[str, float] | None) -> Iterator[Any]:
 def bench_system(profile: Mapping[str, float] | None = None,
                  pools: Mapping[str, tuple[str, int]] | None = None,
                  queues: Sequence[str] = QUEUES, separate_fake: bool = False,
-                 processes: Mapping[str, int] | None = None,
+                 processes: Mapping[str, int] | None = None, offline: bool = False,
                  **env: str) -> Iterator[BenchSystem]:
     """Start everything (``processes`` worker processes per queue, default one); stop it all
-    on exit."""
+    on exit. ``offline``: no provider keys, so the offline providers answer (the fakes still
+    run, unused)."""
     redis_server = RedisServer()
     redis_server.start()
     try:
@@ -66,7 +67,8 @@ def bench_system(profile: Mapping[str, float] | None = None,
         with fakes as fake:
             if profile and not separate_fake:
                 fake.set_profile(**profile)
-            full_env = system_env(redis_server.url, fake, VOXQUEUE_LOG_LEVEL="WARNING", **env)
+            full_env = system_env(redis_server.url, None if offline else fake,
+                                  VOXQUEUE_LOG_LEVEL="WARNING", **env)
             settings = Settings(_env_file=None, redis_url=redis_server.url)  # type: ignore[call-arg]
             sup = Supervisor(settings, env=full_env,
                              log_dir=Path(tempfile.mkdtemp(prefix="vq-bench-")))

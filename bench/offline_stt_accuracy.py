@@ -1,13 +1,14 @@
-"""Offline speech recognition on the spoken fixtures: pocketsphinx's general model alone
-("before") against the recognizer biased by the tools' example sentences ("after").
+"""Offline speech recognition on every recording in ``tests/fixtures/speech`` (the shared
+fixtures and the held-out set of ``bench.record_heldout``): pocketsphinx (biased by the tools'
+sentences) against Whisper (faster-whisper, base, int8), side by side in one run.
 
-    .venv/bin/python -m bench.offline_stt_accuracy
+    .venv/bin/python -m bench.offline_stt_accuracy            # accuracy, then end to end
+    .venv/bin/python -m bench.offline_stt_accuracy --no-e2e   # accuracy only
 
-For every fixture with words (commands, wake word + command, free speech) it prints the
-word error rate against what was said (the wake phrase included), and whether the transcript
-asks for the right tool calls with the right arguments ("command accuracy", read by the local
-intent matcher, which skips a wake word heard before the request). Free-text arguments
-("remember that {fact}") are compared word for word, so "args" is stricter than "tool".
+For each engine: word error on free speech and on commands, whether each command reaches the
+right tool, and with the right arguments (as the offline agent reads the transcript), seconds
+per utterance; then end of speech → first reply audio through the real offline system (every
+worker in its own process, local intents, Piper), on commands whose tools work offline.
 """
 
 from __future__ import annotations
@@ -15,21 +16,44 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import statistics
 import time
 import wave
+from pathlib import Path
 from typing import Any
 
+from bench.harness import bench_system, percentile
 from tests.conftest import SPEECH
 from voxqueue.settings import Settings
-from workers.intents import IntentMatcher
-from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
+from workers.intents import IntentMatcher, matcher_for
+from workers.intents.numbers import words_to_numbers
+from workers.stt.providers.base import Transcriber
 from workers.toolkit.assembly import assemble_tools
+from workers.tools.builtin.safe_math import CalculationError, evaluate
 
+#: What the shared fixtures' commands must call (written down, not read from the matcher).
+FIXTURE_EXPECT: dict[str, list[dict[str, Any]]] = {
+    "hey_jarvis_time_tokyo.wav": [{"tool": "get_current_time", "args": {"timezone": "tokyo"}}],
+    "okay_nabu_timer.wav": [{"tool": "set_timer", "args": {"duration": "5 minutes"}}],
+    "hey_jarvis_weather_paris.wav": [{"tool": "get_weather", "args": {"location": "paris"}}],
+    "alexa_multiply.wav": [{"tool": "calculate", "args": {"expression": "=156"}}],
+    "command_time.wav": [{"tool": "get_current_time", "args": {}}],
+    "command_weather_paris.wav": [{"tool": "get_weather", "args": {"location": "paris"}}],
+    "command_multiply.wav": [{"tool": "calculate", "args": {"expression": "=156"}}],
+    "command_remember.wav": [{"tool": "remember",
+                              "args": {"fact": "my car is parked on level 3"}}],
+    "command_two_things.wav": [{"tool": "get_current_time", "args": {"timezone": "london"}},
+                               {"tool": "get_weather", "args": {"location": "berlin"}}],
+}
 KINDS = ("command", "wake+command", "no-wake")
+#: Commands for the end-to-end rows: their tools answer with no network.
+E2E_TOOLS = {"get_current_time", "calculate", "set_timer", "remember", "flip_coin",
+             "roll_dice", "convert_units", "random_number", "list_timers", "recall",
+             "cancel_timer", "set_reminder", "days_until"}
 
 
 def words(text: str) -> list[str]:
-    return re.sub(r"[^a-z0-9' ]+", " ", text.lower()).split()
+    return re.sub(r"[^a-z0-9' ]+", " ", words_to_numbers(text.lower())).split()
 
 
 def wer(reference: str, hypothesis: str) -> float:
@@ -43,83 +67,148 @@ def wer(reference: str, hypothesis: str) -> float:
     return row[len(hyp)] / max(1, len(ref))
 
 
-def calls(matcher: IntentMatcher, text: str) -> list[tuple[str, dict[str, str]]]:
-    return [
-        (c.tool, {k: " ".join(words(str(v))) for k, v in c.arguments.items()})
-        for c in matcher.match(text, lenient=True)
-    ]
+def same_value(expected: str, got: Any) -> bool:
+    """An argument as a person would say it: words and numbers alike; ``=N`` is a value."""
+    if isinstance(got, int | float) and not isinstance(got, bool):
+        return expected.strip().lstrip("-").replace(".", "", 1).isdigit() and \
+            float(expected) == float(got)
+    if expected.startswith("="):
+        try:
+            return abs(float(evaluate(str(got))) - float(expected[1:])) < 1e-9
+        except (CalculationError, ValueError, TypeError):
+            return False
+    return words(expected) == words(str(got))
+
+
+def judge(matcher: IntentMatcher, text: str, expect: list[dict[str, Any]],
+          lenient: bool) -> tuple[bool, bool]:
+    """(right tools, right tools and arguments) for what the offline agent would call."""
+    got = matcher.match(text, lenient=lenient)
+    tools_ok = [c.tool for c in got] == [e["tool"] for e in expect]
+    args_ok = tools_ok and all(
+        set(e["args"]) <= set(c.arguments)
+        and all(same_value(v, c.arguments[k]) for k, v in e["args"].items())
+        for c, e in zip(got, expect, strict=True))
+    return tools_ok, args_ok
+
+
+def recordings() -> list[dict[str, Any]]:
+    found = []
+    for manifest in (SPEECH / "manifest.json", SPEECH / "heldout" / "manifest.json"):
+        for entry in json.loads(manifest.read_text()):
+            if entry["kind"] not in KINDS:
+                continue
+            entry = dict(entry, path=manifest.parent / entry["file"],
+                         heldout=manifest.parent.name == "heldout")
+            if not entry["heldout"]:
+                entry["expect"] = FIXTURE_EXPECT.get(entry["file"])
+            found.append(entry)
+    return found
+
+
+def pcm_of(path: Path) -> bytes:
+    with wave.open(str(path), "rb") as w:
+        return w.readframes(w.getnframes())
+
+
+def engines(settings: Settings) -> dict[str, Transcriber]:
+    """The engines as the settings configure them, and Whisper with the other beam size."""
+    from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
+    from workers.stt.providers.whisper_stt import WhisperTranscriber
+
+    other = 5 if settings.whisper_beam_size == 1 else 1
+    return {"pocketsphinx": PocketsphinxTranscriber(settings, assemble_tools(settings, mcp=False)),
+            "whisper": WhisperTranscriber(settings),
+            f"whisper, beam {other}": WhisperTranscriber(
+                settings.model_copy(update={"whisper_beam_size": other}))}
+
+
+def accuracy(settings: Settings) -> dict[str, list[dict[str, Any]]]:
+    matcher = matcher_for(assemble_tools(settings, mcp=False))
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for name, engine in engines(settings).items():
+        rows[name] = []
+        for entry in recordings():
+            pcm = pcm_of(entry["path"])
+            started = time.perf_counter()
+            text = engine.transcribe(pcm, deadline=time.time() + 60).text
+            row = {"file": entry["file"], "heldout": entry["heldout"], "kind": entry["kind"],
+                   "room": entry.get("room", "fixture"), "text": text,
+                   "s": time.perf_counter() - started, "audio_s": entry["seconds"],
+                   "wer": wer(" ".join(filter(None, [entry["wake_word"], entry["text"]])),
+                              text)}
+            if entry["expect"]:
+                row["tool"], row["args"] = judge(matcher, text, entry["expect"],
+                                                 lenient=entry["kind"] == "wake+command")
+            rows[name].append(row)
+    return rows
+
+
+def first_audio_s(engine: str, commands: list[dict[str, Any]], rounds: int) -> list[float]:
+    """End of speech → first reply audio, spoken commands through the offline system."""
+    times = []
+    with bench_system(None, offline=True, VOXQUEUE_STT=engine) as system:
+        for i in range(rounds):
+            for entry in commands:
+                turn = system.client.say(entry["path"], session=f"e2e-{engine}-{i}")
+                turn.wait(timeout=60)
+                chunk = next((e.event for e in turn._entries if e.event.type == "tts-chunk"),
+                             None)
+                if chunk is not None:
+                    times.append(chunk.ts - turn.spec.created_at)
+    return times
+
+
+def report(rows: dict[str, list[dict[str, Any]]], e2e: dict[str, list[float]]) -> None:
+    names = list(rows)
+    print(f"{'file':34} " + " ".join(f"{n:>28}" for n in names))
+    for i, row in enumerate(rows[names[0]]):
+        cells = []
+        for n in names:
+            r = rows[n][i]
+            mark = "" if "tool" not in r else (" ok" if r["args"] else
+                                                 (" tool" if r["tool"] else " MISS"))
+            cells.append(f"{r['wer']:5.2f}{mark:5} {r['text'][:18]:18}")
+        print(f"{row['file'][:34]:34} " + " ".join(f"{c:>28}" for c in cells))
+    rooms = sorted({r["room"] for r in rows[names[0]] if "tool" in r})
+    print("\n| engine | commands: right tool | right tool + arguments | "
+          + " | ".join(rooms) + " | word error, commands | word error, free speech "
+          "| s per utterance | end of speech → first reply audio, p50 / p95 |")
+    print("|---|---|---|" + "---|" * len(rooms) + "---|---|---|---|")
+    for n in names:
+        cmds = [r for r in rows[n] if "tool" in r]
+        free = [r for r in rows[n] if r["kind"] == "no-wake"]
+        e2e_row = (f"{statistics.median(e2e[n]):.2f} s / {percentile(e2e[n], 95):.2f} s"
+                   if e2e.get(n) else "not measured")
+        by_room = " | ".join(
+            f"{sum(r['args'] for r in cmds if r['room'] == room)}/"
+            f"{sum(1 for r in cmds if r['room'] == room)}" for room in rooms)
+        print(f"| {n} | {sum(r['tool'] for r in cmds)}/{len(cmds)} "
+              f"| {sum(r['args'] for r in cmds)}/{len(cmds)} | {by_room} "
+              f"| {statistics.mean(r['wer'] for r in cmds):.2f} "
+              f"| {statistics.mean(r['wer'] for r in free):.2f} "
+              f"| {statistics.mean(r['s'] for r in rows[n]):.2f} | {e2e_row} |")
+    for n in names:
+        misses = [r for r in rows[n] if "tool" in r and not r["args"]]
+        print(f"\n{n}: {len(misses)} commands missed")
+        for r in misses:
+            print(f"  {r['file']}: {r['text']!r}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.parse_args()
+    parser.add_argument("--no-e2e", action="store_true", help="skip the end-to-end rows")
+    parser.add_argument("--rounds", type=int, default=2, help="end-to-end passes per engine")
+    args = parser.parse_args()
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
-    started = time.perf_counter()
-    stt = PocketsphinxTranscriber(settings, assemble_tools(settings))
-    print(f"recognizer built in {time.perf_counter() - started:.2f} s\n")
-    entries = [e for e in json.loads((SPEECH / "manifest.json").read_text()) if e["kind"] in KINDS]
-    rows: list[dict[str, Any]] = []
-    for entry in entries:
-        with wave.open(str(SPEECH / entry["file"]), "rb") as w:
-            pcm = w.readframes(w.getnframes())
-        said = " ".join(filter(None, [entry["wake_word"], entry["text"]]))
-        expected = calls(stt.matcher, entry["text"])
-        row: dict[str, Any] = {
-            "file": entry["file"],
-            "kind": entry["kind"],
-            "seconds": entry["seconds"],
-            "expected": expected,
-        }
-        for mode, biased in (("general", False), ("biased", True)):
-            t0 = time.perf_counter()
-            heard = stt.recognize(pcm, biased=biased)
-            row[f"{mode}_s"] = time.perf_counter() - t0
-            raw = heard.command_text if heard.source == "commands" else heard.text
-            got = calls(stt.matcher, heard.text)
-            row[f"{mode}_text"] = heard.text
-            row[f"{mode}_wer"] = wer(said, raw)
-            row[f"{mode}_tool"] = [c[0] for c in got] == [c[0] for c in expected]
-            row[f"{mode}_args"] = got == expected
-        rows.append(row)
-    report(rows)
-
-
-def report(rows: list[dict[str, Any]]) -> None:
-    head = (
-        f"{'file':30} {'kind':13} {'WER gen':>7} {'WER bias':>8} {'tool g/b':>9} "
-        f"{'args g/b':>9} {'s gen':>6} {'s bias':>6}"
-    )
-    print(head)
-    print("-" * len(head))
-
-    def mark(row: dict[str, Any], key: str) -> str:
-        if not row["expected"]:
-            return "n/a"
-        return "/".join("y" if row[f"{m}_{key}"] else "n" for m in ("general", "biased"))
-
-    for r in rows:
-        print(
-            f"{r['file']:30} {r['kind']:13} {r['general_wer']:7.2f} {r['biased_wer']:8.2f} "
-            f"{mark(r, 'tool'):>9} {mark(r, 'args'):>9} {r['general_s']:6.2f} "
-            f"{r['biased_s']:6.2f}"
-        )
-    print()
-    for r in rows:
-        print(f"{r['file']}\n  general: {r['general_text']}\n  biased:  {r['biased_text']}")
-    commands = [r for r in rows if r["expected"]]
-    print("\nsummary")
-    for mode in ("general", "biased"):
-        mean_wer = sum(r[f"{mode}_wer"] for r in rows) / len(rows)
-        cmd_wer = sum(r[f"{mode}_wer"] for r in commands) / len(commands)
-        tools = sum(r[f"{mode}_tool"] for r in commands)
-        args = sum(r[f"{mode}_args"] for r in commands)
-        secs = sum(r[f"{mode}_s"] for r in rows)
-        audio = sum(r["seconds"] for r in rows)
-        print(
-            f"  {mode:8} WER all {mean_wer:.2f}, WER commands {cmd_wer:.2f}; "
-            f"right tool {tools}/{len(commands)}, right tool+args {args}/{len(commands)}; "
-            f"{secs / audio:.2f} s per audio second"
-        )
+    rows = accuracy(settings)
+    e2e: dict[str, list[float]] = {}
+    if not args.no_e2e:
+        commands = [e for e in recordings() if e["heldout"] and e.get("room") == "quiet"
+                    and e["expect"] and all(x["tool"] in E2E_TOOLS for x in e["expect"])]
+        for engine in ("pocketsphinx", "whisper"):
+            e2e[engine] = first_audio_s(engine, commands, args.rounds)
+    report(rows, e2e)
 
 
 if __name__ == "__main__":

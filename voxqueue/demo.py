@@ -18,8 +18,8 @@ SAMPLE = "what_is_twelve_times_thirteen.wav"
 
 
 #: How the demo names the offline providers.
-OFFLINE_LABELS = {"pocketsphinx": "pocketsphinx (offline)", "local": "local intents (offline)",
-                  "piper": "piper (offline)"}
+OFFLINE_LABELS = {"pocketsphinx": "pocketsphinx (offline)", "whisper": "whisper (offline)",
+                  "local": "local intents (offline)", "piper": "piper (offline)"}
 
 
 def sample_path() -> Path:

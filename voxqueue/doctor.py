@@ -14,7 +14,7 @@ import redis
 from voxqueue.flower_auth import OLD_FLOWER_PASSWORD, flower_password_file
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import redact
-from voxqueue.settings import QUEUES, Settings
+from voxqueue.settings import QUEUES, Settings, whisper_installed
 
 
 @dataclass(frozen=True)
@@ -125,9 +125,10 @@ def check_providers(settings: Settings) -> list[Check]:
     if settings.tts == "elevenlabs" and not settings.elevenlabs_api_key:
         out.append(Check("tts provider", False, "elevenlabs chosen without a key",
                          "set ELEVENLABS_API_KEY, or VOXQUEUE_TTS=auto"))
+    if not any(c.name == "stt provider" for c in out):
+        out.append(stt_check(settings))
     chosen = settings.providers_in_use()
     offline = {
-        "stt": (chosen["stt"] == "pocketsphinx", "pocketsphinx"),
         "llm": (chosen["llm"] == "local", "hassil"),
         "tts": (chosen["tts"] == "piper", "piper"),
     }
@@ -140,6 +141,31 @@ def check_providers(settings: Settings) -> list[Check]:
         elif not any(c.name == f"{stage} provider" for c in out):
             out.append(Check(f"{stage} provider", True, "cloud (key set)"))
     return out
+
+
+def stt_check(settings: Settings) -> Check:
+    """Which speech recognizer runs, and why (``auto`` explained)."""
+    chosen = settings.providers_in_use()["stt"]
+    why = "VOXQUEUE_STT" if settings.stt != "auto" else "auto"
+    if chosen == "openai":
+        return Check("stt provider", True, f"openai, {settings.stt_model} ({why}: key set)")
+    if chosen == "whisper":
+        if importlib.util.find_spec("faster_whisper") is None:
+            return Check("stt provider", False, "whisper chosen, faster-whisper not installed",
+                         'pip install "voxqueue[whisper]"')
+        source = ("the packaged base model" if settings.whisper_model == "base"
+                  and whisper_installed(settings) else settings.whisper_model)
+        return Check("stt provider", True, f"whisper, {source} ({why}: offline, "
+                     f"{settings.whisper_threads} threads, beam {settings.whisper_beam_size})")
+    present = importlib.util.find_spec("pocketsphinx") is not None
+    missing = ("Whisper not installed" if importlib.util.find_spec("faster_whisper") is None
+               else f"no Whisper model {settings.whisper_model!r} here")
+    detail = f"pocketsphinx ({why}" + (")" if settings.stt != "auto" else
+                                       f": no OpenAI key, {missing})")
+    suggest = present and settings.stt == "auto"
+    return Check("stt provider", present, detail if present else "pocketsphinx not installed",
+                 'pip install "voxqueue[whisper]" for better offline accuracy' if suggest
+                 else "" if present else 'pip install "voxqueue[offline]"', warning=suggest)
 
 
 # -- memory per key family -------------------------------------------------------------------

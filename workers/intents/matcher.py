@@ -25,7 +25,7 @@ from hassil.recognize import RecognizeResult
 from pydantic import ValidationError
 
 from workers.intents.numbers import words_to_numbers
-from workers.intents.vocabulary import choices
+from workers.intents.vocabulary import choices, is_number
 from workers.toolkit.registry import Tool, ToolRegistry
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,49 @@ MAX_CLAUSES = 6
 MAX_LEADING_NOISE = 3
 
 _NEGATIONS = {"don't", "dont", "do", "not", "never", "no"}
+
+#: An article standing alone in a template, outside slots and optional groups.
+_ARTICLE = re.compile(r"(?<![\w{\[|(])(?:the|a|an)(?![\w}\]|)])", re.IGNORECASE)
+
+
+#: A hyphen joining two words ("20-sided", "mid-grade"): recognizers write both forms.
+_JOINED = re.compile(r"(?<=[A-Za-z0-9])-(?=[A-Za-z0-9])")
+#: A thousands separator as recognizers write it ("1,000,000").
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+#: A number standing alone (after number words became digits).
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w]|\.\d)")
+#: Numbers in a sentence are matched as these tokens: a number slot is then one word, so it
+#: can stand next to another slot ("convert {value} {from_unit} to {to_unit}").
+_STANDIN = "vqnumber{}"
+_STANDIN_RE = re.compile(r"vqnumber(\d+)")
+#: Most numbers one clause may hold.
+MAX_NUMBERS = 12
+
+
+def prepared(text: str) -> tuple[str, list[str]]:
+    """The sentence as the intents are matched: joined words apart, number words as digits,
+    each number a token; and the numbers, in order, to put back."""
+    text = words_to_numbers(_THOUSANDS.sub("", _JOINED.sub(" ", text)))
+    numbers: list[str] = []
+
+    def token(match: re.Match[str]) -> str:
+        if len(numbers) >= MAX_NUMBERS:
+            return match.group(0)
+        numbers.append(match.group(0))
+        return _STANDIN.format(len(numbers) - 1)
+
+    return _NUMBER.sub(token, text), numbers
+
+
+def restored(value: str, numbers: list[str]) -> str:
+    """``value`` with its number tokens back as the numbers they stand for."""
+    return _STANDIN_RE.sub(lambda m: numbers[int(m.group(1))], value)
+
+
+def loosened(template: str) -> str:
+    """The template with its articles optional and interchangeable: recognizers drop and
+    confuse short words ("what is weather in Madrid", "set the timer for 5 minutes")."""
+    return _ARTICLE.sub("[the|a|an]", template)
 
 
 @dataclass(frozen=True)
@@ -99,8 +142,12 @@ class IntentMatcher:
                     )
                     continue
                 for ref in refs:
-                    fixed = choices(fields[ref.slot_name].annotation)
-                    if fixed is None:
+                    annotation = fields[ref.slot_name].annotation
+                    fixed = choices(annotation)
+                    if is_number(annotation):
+                        lists[ref.list_name] = {"values": [
+                            _STANDIN.format(i) for i in range(MAX_NUMBERS)]}
+                    elif fixed is None:
                         wildcards.add(ref.list_name)
                     else:
                         lists[ref.list_name] = {
@@ -111,7 +158,8 @@ class IntentMatcher:
                 continue
             self.tools[tool.name] = tool
             self.templates[tool.name] = good
-            intents[tool.name] = {"data": [{"sentences": good, "lists": lists}]}
+            intents[tool.name] = {"data": [{"sentences": [loosened(t) for t in good],
+                                            "lists": lists}]}
         self.intents = Intents.from_dict(
             {
                 "language": "en",
@@ -148,11 +196,12 @@ class IntentMatcher:
     def _interpretations(self, text: str, allowed: Collection[str] | None) -> list[IntentCall]:
         calls: list[IntentCall] = []
         seen: set[tuple[str, str]] = set()
-        for result in recognize_ranked(text, self.intents):
+        matched, numbers = prepared(text)
+        for result in recognize_ranked(matched, self.intents):
             name = result.intent.name
             if allowed is not None and name not in allowed:
                 continue
-            arguments = self._arguments(self.tools[name], result, text)
+            arguments = self._arguments(self.tools[name], result, matched, numbers)
             if arguments is None:
                 continue
             key = (name, repr(sorted(arguments.items())))
@@ -161,7 +210,8 @@ class IntentMatcher:
                 calls.append(IntentCall(name, arguments, text))
         return calls
 
-    def _arguments(self, tool: Tool, result: RecognizeResult, text: str) -> dict[str, Any] | None:
+    def _arguments(self, tool: Tool, result: RecognizeResult, text: str,
+                   numbers: list[str]) -> dict[str, Any] | None:
         """The match's slots as validated arguments, or None when they do not fit the tool."""
         raw: dict[str, Any] = {}
         for name, entity in result.entities.items():
@@ -169,7 +219,7 @@ class IntentMatcher:
             if entity.is_wildcard and entity.text_span is not None:
                 value = text[entity.text_span[0] : entity.text_span[1]]  # punctuation kept
             if isinstance(value, str):
-                value = words_to_numbers(value.strip(" \t,.;:!?\"'"))
+                value = restored(value, numbers).strip(" \t,.;:!?\"'")
                 if not value:
                     return None
             raw[name] = value

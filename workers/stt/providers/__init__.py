@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 
 def select_transcriber(settings: Settings, tools: Callable[[], ToolRegistry]) -> Transcriber:
-    """The provider named by ``VOXQUEUE_STT`` (``auto``: OpenAI with a key, else offline).
+    """The provider named by ``VOXQUEUE_STT`` (``auto``: OpenAI with a key, else Whisper when
+    its model is installed, else pocketsphinx).
 
     ``tools``: the worker's tools, whose example sentences bias the offline recognizer.
     """
@@ -27,5 +28,9 @@ def select_transcriber(settings: Settings, tools: Callable[[], ToolRegistry]) ->
         from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
 
         return PocketsphinxTranscriber(settings, tools())
+    if choice == "whisper":
+        from workers.stt.providers.whisper_stt import WhisperTranscriber
+
+        return WhisperTranscriber(settings)
     raise ValueError(f"unknown STT provider {settings.stt!r} (VOXQUEUE_STT): "
-                     "use auto, openai or pocketsphinx")
+                     "use auto, openai, whisper or pocketsphinx")

@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import AfterValidator
 
 from workers.toolkit.registry import tool
-from workers.tools.builtin.safe_math import evaluate, format_number
+from workers.tools.builtin.safe_math import (
+    CalculationError,
+    check_arithmetic,
+    evaluate,
+    format_number,
+)
 
 __all__ = ["calculate", "convert_units"]
 
@@ -32,8 +39,20 @@ _UNIT_ALIASES = {
 }
 
 
+def _arithmetic(expression: str) -> str:
+    """Only arithmetic: "weather in madrid" is not an expression to guess at."""
+    try:
+        check_arithmetic(expression)
+    except CalculationError as exc:
+        raise ValueError(f"not arithmetic: {exc}") from None
+    return expression
+
+
+Arithmetic = Annotated[str, AfterValidator(_arithmetic)]
+
+
 @tool(examples=("what is {expression}", "calculate {expression}", "how much is {expression}"))
-def calculate(expression: str) -> str:
+def calculate(expression: Arithmetic) -> str:
     """Evaluate an arithmetic expression exactly (no code is run).
 
     Args:

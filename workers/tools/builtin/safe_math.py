@@ -126,8 +126,33 @@ def normalize(expression: str) -> str:
     return " ".join(text.split())
 
 
+def check_arithmetic(expression: str) -> None:
+    """Raise CalculationError unless ``expression`` is arithmetic this module can evaluate
+    (numbers, operators, the allowed names and functions), without evaluating it."""
+    tree = _parse(expression)
+    for node in ast.walk(tree.body):
+        if isinstance(node, ast.Name):
+            if node.id not in _CONSTANTS and node.id not in _FUNCTIONS:
+                raise CalculationError(f"unknown name '{node.id}'; allowed: {_ALLOWED}")
+        elif isinstance(node, ast.Call):
+            if not isinstance(node.func, ast.Name) or node.func.id not in _FUNCTIONS:
+                raise CalculationError("unsupported expression")
+        elif not isinstance(node, ast.Constant | ast.UnaryOp | ast.BinOp | ast.operator |
+                            ast.unaryop | ast.expr_context):
+            raise CalculationError("unsupported expression")
+
+
 def evaluate(expression: str) -> int | float:
     """Evaluate an arithmetic expression safely; raise CalculationError on any problem."""
+    tree = _parse(expression)
+    try:
+        return _eval(tree.body)
+    except RecursionError:
+        raise CalculationError(f"expression is nested too deeply (max {MAX_DEPTH})") from None
+
+
+def _parse(expression: str) -> ast.Expression:
+    """The checked syntax tree of an expression (CalculationError when it is not one)."""
     if not isinstance(expression, str):
         raise CalculationError("expression must be a string")
     if len(expression) > MAX_LENGTH:
@@ -145,10 +170,7 @@ def evaluate(expression: str) -> int | float:
     except (ValueError, MemoryError, RecursionError):
         raise CalculationError(f"could not parse {expression.strip()!r}") from None
     _check_tree(tree, text)
-    try:
-        return _eval(tree.body)
-    except RecursionError:
-        raise CalculationError(f"expression is nested too deeply (max {MAX_DEPTH})") from None
+    return tree
 
 
 def format_number(value: int | float) -> str:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Annotated
 
 import httpx
+from pydantic import AfterValidator
 
 from voxqueue.settings import Settings
 from workers.toolkit.context import current_call, runtime
@@ -52,9 +54,22 @@ def require_named_host(url: str, settings: Settings) -> None:
         "the site's address.")
 
 
+def _address(url: str) -> str:
+    """Only something shaped like a web address: "open the garage door" is not one."""
+    target = url.strip()
+    if "://" in target and not any(c.isspace() for c in target):
+        return target  # a URL: its scheme and host are the SSRF guard's to judge
+    if not target or any(c.isspace() for c in target) or "." not in target.split("/", 1)[0]:
+        raise ValueError("not a web address: give one like https://example.com/page")
+    return target
+
+
+Address = Annotated[str, AfterValidator(_address)]
+
+
 @tool(examples=("read {url}", "open {url}", "what does {url} say", "fetch {url}"),
       reads_untrusted=True)
-def fetch_url(url: str) -> str:
+def fetch_url(url: Address) -> str:
     """Fetch a web page and return its readable text (public http and https addresses only).
 
     Args:

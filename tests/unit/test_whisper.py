@@ -1,0 +1,118 @@
+"""Whisper offline: the packaged base model assembled once and checked, the recognizer on the
+fixtures, and ``auto`` choosing it only when its model is here."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import time
+import wave
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SPEECH
+from voxqueue.doctor import stt_check
+from voxqueue.settings import Settings, whisper_installed
+from workers.stt.providers.whisper_model import BASE_FILES, ModelError, assemble_base, model_source
+
+whisper_here = pytest.mark.skipif(
+    not whisper_installed(Settings(_env_file=None)),  # type: ignore[call-arg]
+    reason='Whisper not installed (pip install "voxqueue[whisper]")')
+
+
+def settings(**values: object) -> Settings:
+    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+
+
+def fake_parts(tmp_path: Path, body: bytes) -> list[Path]:
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    for name in BASE_FILES:
+        (one / name).write_text("{}")
+    (one / "model.bin.part1").write_bytes(body[:5])
+    (two / "model.bin.part2").write_bytes(body[5:])
+    return [one, two]
+
+
+def test_a_damaged_model_is_refused_and_nothing_is_left_behind(tmp_path):
+    parts = fake_parts(tmp_path, b"not the whisper model")
+    cache = tmp_path / "cache"
+    with pytest.raises(ModelError, match="damaged"):
+        assemble_base(parts, cache)
+    assert list(cache.iterdir()) == []  # no half-made model for the next start to trust
+
+
+def test_the_model_checked_once_is_taken_as_is_after(tmp_path, monkeypatch):
+    body = b"a model of twenty-odd bytes"
+    monkeypatch.setattr("workers.stt.providers.whisper_model.BASE_SHA256",
+                        hashlib.sha256(body).hexdigest())
+    parts = fake_parts(tmp_path, body)
+    made = assemble_base(parts, tmp_path / "cache")
+    assert (made / "model.bin").read_bytes() == body
+    (parts[1] / "model.bin.part2").unlink()  # the packages are not read again
+    assert assemble_base(parts, tmp_path / "cache") == made
+
+
+def _assemble(cache: str) -> str:
+    return model_source(settings(whisper_cache=cache))
+
+
+@whisper_here
+def test_processes_starting_together_assemble_one_good_model(tmp_path):
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        made = set(pool.map(_assemble, [str(tmp_path)] * 2))
+    (path,) = made
+    digest = hashlib.sha256((Path(path) / "model.bin").read_bytes()).hexdigest()
+    assert digest == "d01c3014881c9c6f3133c182f3d2887eb6ca1c789a7538c5c007196857a0a6a9"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [Path(path).name]
+
+
+def pcm(name: str) -> bytes:
+    with wave.open(str(SPEECH / name), "rb") as w:
+        return w.readframes(w.getnframes())
+
+
+@pytest.fixture(scope="module")
+def whisper():
+    from workers.stt.providers.whisper_stt import WhisperTranscriber
+
+    return WhisperTranscriber(settings())
+
+
+@whisper_here
+def test_whisper_hears_a_command_and_free_speech_exactly(whisper):
+    said = whisper.transcribe(pcm("command_multiply.wav"), deadline=time.time() + 60).text
+    assert said == "What is 12 times 13?"
+    free = whisper.transcribe(pcm("speech_without_wake_word.wav"), deadline=time.time() + 60)
+    assert "bought some apples, bread and cheese" in free.text
+
+
+@whisper_here
+def test_silence_and_noise_give_no_words(whisper):
+    for name in ("silence_5s.wav", "noise_10s.wav"):
+        assert whisper.transcribe(pcm(name), deadline=time.time() + 60).text == "", name
+    assert whisper.transcribe(b"", deadline=time.time() + 60).text == ""
+
+
+@whisper_here
+def test_auto_picks_whisper_only_when_its_model_is_here(tmp_path):
+    assert settings().providers_in_use()["stt"] == "whisper"
+    assert settings(whisper_model=str(tmp_path)).providers_in_use()["stt"] == "whisper"
+    elsewhere = settings(whisper_model="small")  # would be downloaded: not for auto
+    assert elsewhere.providers_in_use()["stt"] == "pocketsphinx"
+    assert settings(openai_api_key="sk-x").providers_in_use()["stt"] == "openai"
+    assert settings(stt="pocketsphinx").providers_in_use()["stt"] == "pocketsphinx"
+
+
+@whisper_here
+def test_doctor_says_which_recognizer_runs_and_why():
+    chosen = stt_check(settings())
+    assert chosen.ok and chosen.detail.startswith("whisper, the packaged base model (auto")
+    fallback = stt_check(settings(whisper_model="small"))
+    assert fallback.ok and fallback.warning
+    assert fallback.detail == "pocketsphinx (auto: no OpenAI key, no Whisper model 'small' here)"
+    assert "voxqueue[whisper]" in fallback.fix
+    cloud = stt_check(settings(openai_api_key="sk-x"))
+    assert cloud.detail.startswith("openai, ") and "key set" in cloud.detail
