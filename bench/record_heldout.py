@@ -69,19 +69,18 @@ FREE_SPEECH = [
                     "restaurant near the river."),
 ]
 
-#: Room: (speech speed as Piper's length scale, reverberation time in s or 0, noise SNR in dB).
-#: "echo" is a stress case: its reverberation is about 28 dB louder than the direct sound,
-#: far beyond a living room; "reverberant" is a living room at a few metres (0 dB).
-ROOMS: dict[str, tuple[float, float, float]] = {
-    "quiet": (1.0, 0.0, 35.0),
-    "echo": (1.0, 0.6, 30.0),
-    "noisy_fast": (0.78, 0.0, 12.0),
-}
-#: Rooms added later, each with noise of its own (the files above stay as they were made):
-#: (speed, reverberation time, SNR, direct-to-reverberant ratio in dB).
-MORE_ROOMS: dict[str, tuple[float, float, float, float]] = {
+#: Room: (speech speed as Piper's length scale, reverberation time in s or 0, noise SNR in dB,
+#: direct-to-reverberant ratio in dB or None for the tail as drawn). "echo" is a stress case:
+#: its reverberation is about 28 dB louder than the direct sound, far beyond a living room;
+#: "reverberant" is a living room at a few metres (0 dB).
+ROOMS: dict[str, tuple[float, float, float, float | None]] = {
+    "quiet": (1.0, 0.0, 35.0, None),
+    "echo": (1.0, 0.6, 30.0, None),
+    "noisy_fast": (0.78, 0.0, 12.0, None),
     "reverberant": (1.0, 0.5, 25.0, 0.0),
 }
+#: The rooms free speech is recorded in.
+FREE_SPEECH_ROOMS = ("quiet", "echo", "reverberant")
 
 
 def speak(voice: Any, text: str, length_scale: float) -> np.ndarray:
@@ -133,34 +132,21 @@ def main() -> None:
     rng = np.random.default_rng(20261201)
     OUT.mkdir(parents=True, exist_ok=True)
     manifest: list[dict[str, Any]] = []
+
+    def record(name: str, text: str, room_name: str, kind: str,
+               expect: list[dict[str, Any]] | None) -> None:
+        speed, rt60, snr, drr = ROOMS[room_name]
+        file = f"{name}_{room_name}.wav"
+        seconds = write(OUT / file, room(speak(voice, text, speed), rt60, snr, rng, drr))
+        manifest.append({"file": file, "kind": kind, "room": room_name, "wake_word": None,
+                         "text": text, "expect": expect, "seconds": seconds})
+
     for name, text, expect in COMMANDS:
-        for room_name, (speed, rt60, snr) in ROOMS.items():
-            file = f"{name}_{room_name}.wav"
-            seconds = write(OUT / file, room(speak(voice, text, speed), rt60, snr, rng))
-            manifest.append({"file": file, "kind": "command", "room": room_name,
-                             "wake_word": None, "text": text, "expect": expect,
-                             "seconds": seconds})
-    more = np.random.default_rng(20261202)
-    for name, text, expect in COMMANDS:
-        for room_name, (speed, rt60, snr, drr) in MORE_ROOMS.items():
-            file = f"{name}_{room_name}.wav"
-            seconds = write(OUT / file, room(speak(voice, text, speed), rt60, snr, more, drr))
-            manifest.append({"file": file, "kind": "command", "room": room_name,
-                             "wake_word": None, "text": text, "expect": expect,
-                             "seconds": seconds})
+        for room_name in ROOMS:
+            record(name, text, room_name, "command", expect)
     for name, text in FREE_SPEECH:
-        for room_name in ("quiet", "echo", "reverberant"):
-            if room_name in ROOMS:
-                speed, rt60, snr = ROOMS[room_name]
-                samples = room(speak(voice, text, speed), rt60, snr, rng)
-            else:
-                speed, rt60, snr, drr = MORE_ROOMS[room_name]
-                samples = room(speak(voice, text, speed), rt60, snr, more, drr)
-            file = f"{name}_{room_name}.wav"
-            seconds = write(OUT / file, samples)
-            manifest.append({"file": file, "kind": "no-wake", "room": room_name,
-                             "wake_word": None, "text": text, "expect": None,
-                             "seconds": seconds})
+        for room_name in FREE_SPEECH_ROOMS:
+            record(name, text, room_name, "no-wake", None)
     (OUT / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
     print(f"{len(manifest)} recordings in {OUT}")
 

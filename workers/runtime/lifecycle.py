@@ -91,7 +91,7 @@ def bind_task(rt: Runtime, task: Any, args: Any) -> None:
         tag = (task.request.delivery_info or {}).get("delivery_tag")
         lease.task_started(task.request.id, tag, task.soft_time_limit, task.time_limit)
     structlog.contextvars.clear_contextvars()
-    job = next((a for a in reversed(args or ()) if isinstance(a, dict) and "turn_id" in a), None)
+    job = task_spans.job_of(args)
     name = getattr(task, "name", "") or ""
     parts = name.split(".")
     structlog.contextvars.bind_contextvars(

@@ -57,9 +57,9 @@ def require_named_host(url: str, settings: Settings) -> None:
 def _address(url: str) -> str:
     """Only something shaped like a web address: "open the garage door" is not one."""
     target = url.strip()
-    if "://" in target and not any(c.isspace() for c in target):
-        return target  # a URL: its scheme and host are the SSRF guard's to judge
-    if not target or any(c.isspace() for c in target) or "." not in target.split("/", 1)[0]:
+    # A URL's scheme and host are the SSRF guard's to judge; a bare address needs a dot.
+    bare_host = "://" not in target and "." not in target.split("/", 1)[0]
+    if not target or any(c.isspace() for c in target) or bare_host:
         raise ValueError("not a web address: give one like https://example.com/page")
     return target
 
