@@ -115,7 +115,7 @@ class Client:
             raise InputError(ErrorCode.INVALID_INPUT, f"the text has {len(text)} characters, "
                              f"over the limit of {self.settings.max_text_chars}")
         spec = self._spec("text", session, device, True, deadline_s, text=text)
-        self.store.create(spec)
+        self.store.create(spec, agent=False)
         self.redis.hset(self.keys.turn(spec.turn_id),
                         mapping={"tts_sent": 1, "tts_total": 1, "tts_status": "ok"})
         self.store.emit(spec.turn_id, "reply", {"text": text, "spoken_as_is": True})

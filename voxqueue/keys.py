@@ -79,6 +79,10 @@ class Keys:
         """String: the turn that holds the session's agent loop."""
         return f"{self.prefix}:session:{session_id}:lock"
 
+    def session_waiting(self, session_id: str) -> str:
+        """Sorted set: the session's turns not yet given the session, scored by creation time."""
+        return f"{self.prefix}:session:{session_id}:waiting"
+
     def alerts(self, session_id: str) -> str:
         """List: monitor alerts waiting to be injected at the session's next turn."""
         return f"{self.prefix}:session:{session_id}:alerts"

@@ -40,6 +40,25 @@ return 0
 """
 
 
+# Give the session to a turn, in the order the session's turns were created: the turn takes the
+# lock only when it is the oldest of the session's waiting turns still active (a waiting turn
+# that has ended, or expired, is dropped from the line; a turn not in the line goes when the
+# lock is free). KEYS: the lock, the waiting line, the active turns. ARGV: the turn, lock TTL.
+_TAKE_SESSION = """
+local holder = redis.call('get', KEYS[1])
+if holder == ARGV[1] then return 1 end
+if holder then return 0 end
+for _, waiting in ipairs(redis.call('zrange', KEYS[2], 0, -1)) do
+  if waiting == ARGV[1] then break end
+  if redis.call('zscore', KEYS[3], waiting) then return 0 end
+  redis.call('zrem', KEYS[2], waiting)
+end
+redis.call('zrem', KEYS[2], ARGV[1])
+redis.call('set', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 1
+"""
+
+
 class TurnNotFound(LookupError):
     """The turn's spec is not in Redis (never created, or expired)."""
 
@@ -64,10 +83,15 @@ class TurnStore:
         self.session_ttl_s = session_ttl_s
         self._release_lock = r.register_script(_RELEASE_LOCK)
         self._emit = r.register_script(_EMIT)
+        self._take_session = r.register_script(_TAKE_SESSION)
 
     # -- creating and reading ----------------------------------------------------------------
-    def create(self, spec: TurnSpec, audio: bytes | None = None) -> None:
-        """Store the spec (and audio, the claim check) and write ``run-start``, atomically."""
+    def create(self, spec: TurnSpec, audio: bytes | None = None, *, agent: bool = True) -> None:
+        """Store the spec (and audio, the claim check) and write ``run-start``, atomically.
+
+        A turn for the agent (``agent``) joins its session's line, which orders the session's
+        turns; an announcement, which skips the agent, does not.
+        """
         k = self.keys
         start = TurnEvent(type="run-start", turn_id=spec.turn_id, ts=spec.created_at, data={
             "session_id": spec.session_id,
@@ -82,6 +106,9 @@ class TurnStore:
         pipe.hset(k.turn(spec.turn_id), mapping={"spec": spec.model_dump_json()})
         pipe.expire(k.turn(spec.turn_id), self.ttl_s)
         pipe.zadd(k.active_turns(), {spec.turn_id: spec.deadline})
+        if agent:  # the session's line: its turns reach the agent in the order they were made
+            pipe.zadd(k.session_waiting(spec.session_id), {spec.turn_id: spec.created_at})
+            pipe.expire(k.session_waiting(spec.session_id), self.ttl_s)
         pipe.xadd(k.events(spec.turn_id), {"e": start.model_dump_json()})
         pipe.expire(k.events(spec.turn_id), self.ttl_s)
         # The session index is bounded: idle sessions age out, and it never holds more than
@@ -190,7 +217,18 @@ class TurnStore:
         if spec.audio_key:
             once.call("DEL", spec.audio_key)
         once.call("DELIFEQ", k.session_lock(spec.session_id), spec.turn_id)
+        once.call("ZREM", k.session_waiting(spec.session_id), spec.turn_id)
         return once.run() is not None
+
+    def take_session(self, spec: TurnSpec, ttl_s: int) -> bool:
+        """Give the session to this turn when it is free and no older turn of it is waiting.
+
+        Turns of one session never interleave, and they reach the agent in the order they were
+        created (a spoken turn asked first is answered first, even when its text comes later).
+        """
+        keys = [self.keys.session_lock(spec.session_id), self.keys.session_waiting(spec.session_id),
+                self.keys.active_turns()]
+        return bool(self._take_session(keys=keys, args=[spec.turn_id, max(1, ttl_s)]))
 
     def release_session(self, session_id: str, turn_id: str) -> None:
         """Free the session for its next turn, if this turn holds it."""

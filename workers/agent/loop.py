@@ -41,16 +41,12 @@ def history_of(stage: Stage) -> History:
 def acquire_session(stage: Stage, job: AgentStep) -> bool:
     """Take the session for this turn, or re-queue the first step to try again shortly.
 
-    Two turns of one session never interleave: the lock is held from the first step until the
-    reply is in the history (or the turn ends). A wait does not count as a delivery.
+    Two turns of one session never interleave, and they go in the order they were created: the
+    lock is held from the first step until the reply is in the history (or the turn ends). A wait
+    does not count as a delivery.
     """
-    rt, spec = stage.rt, stage.spec
-    key = rt.keys.session_lock(spec.session_id)
-    ttl = max(1, int(stage.remaining()) + 5)
-    if rt.redis.set(key, spec.turn_id.encode(), nx=True, ex=ttl):
-        return True
-    holder: Any = rt.redis.get(key)
-    if holder is not None and holder.decode() == spec.turn_id:
+    rt = stage.rt
+    if rt.store.take_session(stage.spec, int(stage.remaining()) + 5):
         return True
     rt.redis.decr(rt.keys.deliveries(stage.task_id))
     handoff.send(rt, job, countdown=SESSION_BUSY_RETRY_S)
