@@ -112,7 +112,8 @@ def pcm_of(path: Path) -> bytes:
 
 
 def engines(settings: Settings) -> dict[str, Transcriber]:
-    """The engines as the settings configure them, and Whisper with the other beam size."""
+    """The engines as the settings configure them, Whisper with the other beam size and Whisper
+    with its 30 s window only (no short first pass)."""
     from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
     from workers.stt.providers.whisper_stt import WhisperTranscriber
 
@@ -120,7 +121,9 @@ def engines(settings: Settings) -> dict[str, Transcriber]:
     return {"pocketsphinx": PocketsphinxTranscriber(settings, assemble_tools(settings, mcp=False)),
             "whisper": WhisperTranscriber(settings),
             f"whisper, beam {other}": WhisperTranscriber(
-                settings.model_copy(update={"whisper_beam_size": other}))}
+                settings.model_copy(update={"whisper_beam_size": other})),
+            "whisper, 30 s window only": WhisperTranscriber(
+                settings.model_copy(update={"whisper_short_window_s": 0}))}
 
 
 def accuracy(settings: Settings) -> dict[str, list[dict[str, Any]]]:
@@ -144,10 +147,20 @@ def accuracy(settings: Settings) -> dict[str, list[dict[str, Any]]]:
     return rows
 
 
-def first_audio_s(engine: str, commands: list[dict[str, Any]], rounds: int) -> list[float]:
+#: The end-to-end rows: a name, then the STT settings of the system it runs.
+E2E_SYSTEMS: dict[str, dict[str, str]] = {
+    "pocketsphinx": {"VOXQUEUE_STT": "pocketsphinx"},
+    "whisper": {"VOXQUEUE_STT": "whisper"},
+    "whisper, 30 s window only": {"VOXQUEUE_STT": "whisper",
+                                  "VOXQUEUE_WHISPER_SHORT_WINDOW_S": "0"},
+}
+
+
+def first_audio_s(name: str, commands: list[dict[str, Any]], rounds: int) -> list[float]:
     """End of speech → first reply audio, spoken commands through the offline system."""
     times = []
-    with bench_system(None, offline=True, VOXQUEUE_STT=engine) as system:
+    engine = name.split(",")[0]
+    with bench_system(None, offline=True, **E2E_SYSTEMS[name]) as system:
         for i in range(rounds):
             for entry in commands:
                 turn = system.client.say(entry["path"], session=f"e2e-{engine}-{i}")
@@ -206,8 +219,8 @@ def main() -> None:
     if not args.no_e2e:
         commands = [e for e in recordings() if e["heldout"] and e.get("room") == "quiet"
                     and e["expect"] and all(x["tool"] in E2E_TOOLS for x in e["expect"])]
-        for engine in ("pocketsphinx", "whisper"):
-            e2e[engine] = first_audio_s(engine, commands, args.rounds)
+        for name in E2E_SYSTEMS:
+            e2e[name] = first_audio_s(name, commands, args.rounds)
     report(rows, e2e)
 
 

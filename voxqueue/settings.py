@@ -116,6 +116,10 @@ class Settings(BaseSettings):
     here, since the encoder's fixed 30 s window dominates a short command."""
     whisper_language: str = "en"
     """Language of the speech (empty: detected per utterance, slower)."""
+    whisper_short_window_s: float = 15.0
+    """A command shorter than this is first decoded in a window of this length instead of
+    Whisper's 30 s (the encoder's cost is the window's, not the speech's: ~4x less for 15 s);
+    an answer Whisper is not sure of is decoded again in the full window. 0 turns it off."""
 
     # -- tools ------------------------------------------------------------------------------
     tool_modules: str = ""

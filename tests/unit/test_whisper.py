@@ -8,6 +8,7 @@ import multiprocessing
 import time
 import wave
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -116,3 +117,69 @@ def test_doctor_says_which_recognizer_runs_and_why():
     assert "voxqueue[whisper]" in fallback.fix
     cloud = stt_check(settings(openai_api_key="sk-x"))
     assert cloud.detail.startswith("openai, ") and "key set" in cloud.detail
+
+
+def segment(text: str = "What is 12 times 13?", compression: float = 1.2, logprob: float = -0.2,
+            no_speech: float = 0.05) -> SimpleNamespace:
+    return SimpleNamespace(text=text, compression_ratio=compression, avg_logprob=logprob,
+                           no_speech_prob=no_speech)
+
+
+def test_a_short_window_answer_is_kept_only_when_whisper_is_sure_of_it():
+    from workers.stt.providers.whisper_stt import sure
+
+    assert sure([segment()])
+    assert not sure([segment("Flip the coin. " * 20, compression=9.5)])  # a decoding loop
+    assert not sure([segment(logprob=-0.9)])  # words it guessed
+    assert not sure([])  # nothing heard: the full window decides
+    assert not sure([segment(no_speech=0.9)])
+    assert not sure([segment(), segment(compression=2.2)])  # one unsure segment is enough
+
+
+@pytest.fixture
+def encoded(whisper, monkeypatch) -> list[int]:
+    """The encoder's window (in mel frames) at each call, as the model really ran it."""
+    windows: list[int] = []
+    encode = whisper.model.encode
+
+    def spy(features):
+        out = encode(features)
+        windows.append(out.shape[1] * 2)  # the encoder halves the frames
+        return out
+
+    monkeypatch.setattr(whisper.model, "encode", spy)
+    return windows
+
+
+@whisper_here
+def test_a_short_command_is_heard_in_the_short_window_once(whisper, encoded):
+    said = whisper.transcribe(pcm("command_multiply.wav"), deadline=time.time() + 60).text
+    assert said == "What is 12 times 13?"
+    assert encoded == [1500]
+
+
+@whisper_here
+def test_an_unsure_short_window_answer_is_decoded_again_in_the_full_window(whisper, encoded):
+    said = whisper.transcribe(pcm("heldout/coin_reverberant.wav"), deadline=time.time() + 60)
+    assert encoded[0] == 1500 and encoded[-1] == 3000  # the short window looped
+    assert said.text.lower().count("flip") == 1
+
+
+@whisper_here
+def test_speech_longer_than_the_short_window_gets_the_full_window(whisper, encoded):
+    said = whisper.transcribe(pcm("long_question.wav"), deadline=time.time() + 60).text
+    assert said.endswith("pack an umbrella the evening before I leave?")
+    assert set(encoded) == {3000}
+
+
+@whisper_here
+def test_the_short_window_can_be_turned_off():
+    from workers.stt.providers.whisper_stt import WhisperTranscriber
+
+    whole = WhisperTranscriber(settings(whisper_short_window_s=0))
+    windows: list[int] = []
+    encode = whole.model.encode
+    whole.model.encode = lambda f: windows.append(f.shape[-1]) or encode(f)
+    assert whole.transcribe(pcm("command_multiply.wav"),
+                            deadline=time.time() + 60).text == "What is 12 times 13?"
+    assert windows == [3000]

@@ -5,11 +5,18 @@ arrives already endpointed by the edge, so there is no VAD pass; the language co
 settings, and the beam size from ``VOXQUEUE_WHISPER_BEAM_SIZE``. No hot words and no initial
 prompt: the tools' example sentences given either way made commands worse here (bench:
 ``bench/offline_stt_accuracy.py``; the README has the numbers).
+
+Whisper's encoder always sees a 30 s window, so a 3 s command costs what 30 s of speech costs.
+A short command is first decoded in a shorter window (``VOXQUEUE_WHISPER_SHORT_WINDOW_S``),
+greedy in temperature; when that answer is not sure (its own compression ratio and average log
+probability, the signals Whisper uses for its fallback) it is decoded again in the full window.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -24,20 +31,52 @@ from workers.stt.providers.whisper_model import ModelError, model_source
 NO_SPEECH = 0.6
 #: Peak level (of 1.0) below which the audio is taken as silence without decoding it.
 SILENCE_PEAK = 0.003
+#: Mel frames per second of audio (Whisper's 10 ms hop).
+FRAMES_PER_S = 100
+#: Speech this much shorter than the short window fits in it with room to spare.
+WINDOW_MARGIN_S = 2.0
+#: A short-window answer is kept when every segment repeats itself less than this (gzip
+#: compression ratio; Whisper's own fallback threshold is 2.4)...
+SURE_COMPRESSION = 2.0
+#: ...and its tokens' average log probability is above this (Whisper's fallback: -1.0).
+SURE_LOGPROB = -0.5
+
+
+def sure(segments: Iterable[Any]) -> bool:
+    """Whether a short-window answer can be kept: some words, none repeated in a loop, all
+    decoded with confidence."""
+    said = [s for s in segments if s.no_speech_prob < NO_SPEECH and s.text.strip()]
+    return bool(said) and all(s.compression_ratio < SURE_COMPRESSION
+                              and s.avg_logprob > SURE_LOGPROB for s in said)
+
+
+def _windowed_model(source: str, threads: int) -> Any:
+    """A faster-whisper model whose encoder can be given a window shorter than 30 s."""
+    from faster_whisper import WhisperModel
+
+    class WindowedWhisper(WhisperModel):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.window = threading.local()  # frames for this thread's current decode
+
+        def encode(self, features: np.ndarray) -> Any:
+            frames = getattr(self.window, "frames", None)
+            if frames:  # the audio fits; the rest of the 30 s is padding
+                features = features[..., :frames]
+            return super().encode(features)
+
+    return WindowedWhisper(source, device="cpu", compute_type="int8", cpu_threads=threads,
+                           num_workers=1)
 
 
 class WhisperTranscriber:
     name = "whisper"
 
     def __init__(self, settings: Settings) -> None:
-        from faster_whisper import WhisperModel
-
         self.settings = settings
         try:
-            source = model_source(settings)
-            self.model: Any = WhisperModel(source, device="cpu", compute_type="int8",
-                                           cpu_threads=max(1, settings.whisper_threads),
-                                           num_workers=1)
+            self.model: Any = _windowed_model(model_source(settings),
+                                              max(1, settings.whisper_threads))
         except (ModelError, OSError, RuntimeError, ValueError) as exc:
             raise ValueError(f"the Whisper model {settings.whisper_model!r} could not be loaded "
                              f"(VOXQUEUE_WHISPER_MODEL): {exc}") from exc
@@ -47,14 +86,30 @@ class WhisperTranscriber:
         audio = np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0
         if not audio.size or float(np.max(np.abs(audio))) < SILENCE_PEAK:
             return Transcript(text="", ttfb_ms=(time.perf_counter() - started) * 1000)
-        s = self.settings
+        window_s = self.settings.whisper_short_window_s
         try:
-            segments, _info = self.model.transcribe(
-                audio, language=s.whisper_language or None, beam_size=max(1, s.whisper_beam_size),
-                vad_filter=False, condition_on_previous_text=False, without_timestamps=True)
-            text = " ".join(segment.text.strip() for segment in segments
-                            if segment.no_speech_prob < NO_SPEECH).strip()
+            segments: list[Any] | None = None
+            if window_s > 0 and audio.size / 16000 <= window_s - WINDOW_MARGIN_S:
+                segments = self._decode(audio, int(window_s * FRAMES_PER_S), temperature=[0.0])
+                if not sure(segments):
+                    segments = None
+            if segments is None:
+                segments = self._decode(audio, None)
         except Exception as exc:  # CTranslate2 errors are not retryable: same input, same error
             raise ProviderError(f"Whisper failed: {exc.__class__.__name__}: {exc}",
                                 retryable=False) from exc
+        text = " ".join(s.text.strip() for s in segments if s.no_speech_prob < NO_SPEECH).strip()
         return Transcript(text=text, ttfb_ms=(time.perf_counter() - started) * 1000)
+
+    def _decode(self, audio: np.ndarray, frames: int | None, **options: Any) -> list[Any]:
+        """Every segment of ``audio``, the encoder seeing ``frames`` (None: the full 30 s)."""
+        s = self.settings
+        self.model.window.frames = frames
+        try:
+            found, _info = self.model.transcribe(
+                audio, language=s.whisper_language or None, beam_size=max(1, s.whisper_beam_size),
+                vad_filter=False, condition_on_previous_text=False, without_timestamps=True,
+                **options)
+            return list(found)  # decoding happens here, while the window is set
+        finally:
+            self.model.window.frames = None
