@@ -150,11 +150,17 @@ def test_tools_worker_killed_mid_side_effect_never_runs_it_twice(prefork, fake, 
         {"after_tool": True, "content": "I tried."},
     )
     turn = prefork.client().ask("do the side effect", session=f"kill-tools-{round_}", speak=False)
+    wait_for(prefork, turn.turn_id, "tool-start")
+    # the kill lands once the action has happened (tool-start is written just before the call)
+    probe = f"probe:side-effect:{label}"
+    give_up = time.time() + 20
+    while prefork.client().redis.get(probe) is None and time.time() < give_up:
+        time.sleep(0.02)
     killed = kill_child_after(prefork, turn.turn_id, "tools", "tool-start")
     result = turn.wait(timeout=60)
     row("tools, mid side-effecting tool", turn, killed)
     assert result.status == "ok", result.error
-    assert int(prefork.client().redis.get(f"probe:side-effect:{label}")) == 1
+    assert int(prefork.client().redis.get(probe)) == 1
     (call,) = result.tool_calls
     assert call.error and "not repeated" in call.error
     assert kinds(turn).count("tool-end") == 1
