@@ -24,8 +24,8 @@ from tests.conftest import ROOT
 from tests.fakes.provider_server import _words as reply_tokens
 from voxqueue.client import Turn
 from voxqueue.process_table import DEFAULT_PROCESSES
+from voxqueue.sentences import SentenceSplitter
 from voxqueue.settings import Settings
-from workers.agent.sentences import SentenceSplitter
 
 #: The default fake profile: a fast cloud STT, an LLM with a realistic first token and speed,
 #: a low-latency TTS that streams faster than real time.

@@ -26,8 +26,8 @@ class ShownTurn(Turn):
     def _give_up(self) -> bool:
         return self.inner._give_up()
 
-    def cancel(self, reason: str = "cancelled by the caller") -> None:
-        self.inner.cancel(reason)
+    def cancel(self, reason: str = "cancelled by the caller") -> bool:
+        return self.inner.cancel(reason)
 
     def events(self, timeout: float | None = None) -> Iterator[StreamEntry]:
         shown = len(self._entries)

@@ -17,6 +17,7 @@ from voxqueue.cli_observe import doctor, exporter, trace
 from voxqueue.cli_options import JsonOpt
 from voxqueue.cli_run import demo, up, worker
 from voxqueue.cli_sessions import sessions_app
+from voxqueue.cli_wyoming import wyoming as wyoming_command
 from voxqueue.client import InputError, Turn, Unavailable
 from voxqueue.connect import connect_client
 from voxqueue.contracts import TurnResult
@@ -124,6 +125,7 @@ def edge(ctx: typer.Context) -> None:
 for command in (ask, say, worker, up, tools, trace, doctor, exporter, demo):
     app.command()(command)
 app.command("gateway")(gateway_command)
+app.command("wyoming")(wyoming_command)
 app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
             add_help_option=False)(edge)
 app.add_typer(devices_app, name="devices")

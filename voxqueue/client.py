@@ -87,6 +87,21 @@ class Client:
         The audio is checked and converted here, stored in Redis with a TTL, and the STT job
         carries only its key. ``created_at`` is the end of speech when the caller knows it.
         """
+        return self._from_speech(audio, session=session, device=device, speak=speak,
+                                 deadline_s=deadline_s, pcm_rate=pcm_rate, created_at=created_at)
+
+    def transcribe(self, audio: str | Path | bytes, *, pcm_rate: int | None = None,
+                   deadline_s: float | None = None, created_at: float | None = None) -> Turn:
+        """Speech to text only: a turn that ends with its transcript (``result().transcript``),
+        with no agent and nothing spoken. Audio as for :meth:`say`."""
+        return self._from_speech(audio, session=None, device=None, speak=False,
+                                 deadline_s=deadline_s, pcm_rate=pcm_rate, created_at=created_at,
+                                 until="transcript")
+
+    def _from_speech(self, audio: str | Path | bytes, *, session: str | None,
+                     device: str | None, speak: bool, deadline_s: float | None,
+                     pcm_rate: int | None, created_at: float | None,
+                     until: str = "reply") -> Turn:
         try:
             pcm = read_speech(audio, max_bytes=self.settings.max_audio_bytes,
                               max_seconds=self.settings.max_audio_seconds, pcm_rate=pcm_rate)
@@ -95,7 +110,7 @@ class Client:
         turn_id = new_id()
         spec = self._spec("audio", session, device, speak, deadline_s, turn_id=turn_id,
                           audio_key=self.keys.audio(turn_id), audio_seconds=pcm.seconds,
-                          created_at=created_at)
+                          created_at=created_at, until=until)
         self._start(spec, pcm.data, STT_TRANSCRIBE, SttJob(turn_id=spec.turn_id))
         return Turn(self, spec)
 
@@ -175,7 +190,7 @@ class Client:
                job: SttJob | AgentStep) -> None:
         """Store the turn and send its first job; a clear error when Redis is unreachable."""
         try:
-            self.store.create(spec, audio=audio)
+            self.store.create(spec, audio=audio, agent=spec.until == "reply")
         except redis.RedisError as exc:
             raise Unavailable(f"Redis at {redact(self.settings.redis_url)} is unreachable: "
                               f"{exc}") from exc
@@ -212,6 +227,11 @@ class Turn:
     @property
     def session_id(self) -> str:
         return self.spec.session_id
+
+    @property
+    def done(self) -> bool:
+        """Whether this handle has read the turn's end."""
+        return self._done
 
     def events(self, timeout: float | None = None) -> Iterator[StreamEntry]:
         """Yield entries as they arrive, until ``run-end``.
@@ -303,9 +323,13 @@ class Turn:
         out.write_bytes(to_wav(self.audio()))
         return out
 
-    def cancel(self, reason: str = "cancelled by the caller") -> None:
-        """Stop the turn in every stage: stages check the flag and stop; the turn ends now."""
+    def cancel(self, reason: str = "cancelled by the caller") -> bool:
+        """Stop the turn in every stage: stages check the flag and stop; the turn ends now.
+        False when it had already ended (nothing is written then)."""
         store = self.client.store
+        if store.ended(self.turn_id):
+            return False
         store.cancel(self.turn_id, reason)
         store.emit(self.turn_id, "cancelled", {"reason": reason})
         store.finish(self.spec, "cancelled")
+        return True

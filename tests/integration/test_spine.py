@@ -195,3 +195,17 @@ def test_deadline_ends_a_stuck_turn_with_a_timeout(client, fake):
     assert result.status == "timeout"
     assert result.error and result.error["code"] == "timeout"
     assert types(turn).count("run-end") == 1
+
+
+def test_transcribe_only_ends_the_turn_with_its_transcript(client, fake):
+    fake.script_transcripts("just the words please")
+    turn = client.transcribe(SPEECH / "command_time.wav")
+    result = turn.wait(timeout=30)
+    assert result.status == "ok", result.error
+    assert result.transcript == "just the words please" and result.reply is None
+    assert "stt-end" in types(turn) and "llm-start" not in types(turn)
+    assert "tts-start" not in types(turn)
+    assert fake.chat_requests() == [] and fake.requests_for("tts") == []
+    # a transcription takes no place in its session's line
+    assert client.redis.zcard(client.keys.session_waiting(turn.session_id)) == 0
+    assert client.redis.llen(client.keys.messages(turn.session_id)) == 0

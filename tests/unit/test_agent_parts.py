@@ -6,9 +6,9 @@ import pytest
 
 from voxqueue.contracts import ToolOutcome, TurnEvent, TurnSpec
 from voxqueue.result import assemble
+from voxqueue.sentences import SentenceSplitter, split_sentences
 from voxqueue.turns import StreamEntry
 from workers.agent import messages as msg
-from workers.agent.sentences import SentenceSplitter, split_sentences
 
 
 def test_builders_make_openai_shaped_messages():

@@ -27,3 +27,6 @@ class TurnSpec(BaseModel):
     """Wall clock after which every stage stops working on the turn."""
     speak: bool = True
     """Synthesize the reply; a text-only caller can turn it off."""
+    until: Literal["reply", "transcript"] = "reply"
+    """Where the turn ends: the agent's reply (spoken when ``speak``), or the transcript (speech
+    to text only: the STT stage ends the turn, no agent, nothing spoken)."""

@@ -171,9 +171,10 @@ class Gateway:
     async def cancel_turn(self, request: Request, device: str) -> Response:
         turn_id = request.path_params["turn_id"]
         spec = await anyio.to_thread.run_sync(self._own_turn, device, turn_id)
-        await anyio.to_thread.run_sync(lambda: Turn(self.client, spec).cancel(
+        cancelled = await anyio.to_thread.run_sync(lambda: Turn(self.client, spec).cancel(
             "cancelled by the device"))
-        return JSONResponse({"v": 1, "turn_id": turn_id, "cancelled": True}, status_code=202)
+        return JSONResponse({"v": 1, "turn_id": turn_id, "cancelled": cancelled},
+                            status_code=202)
 
     async def announcements(self, request: Request, device: str) -> Response:
         stream = self.client.keys.announcements(device)

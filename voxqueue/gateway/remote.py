@@ -114,8 +114,10 @@ class GatewayClient:
         answer = self._call("GET", path, params=params, timeout=wait_ms / 1000 + 10)
         return Entries.model_validate_json(answer.content)
 
-    def cancel(self, turn_id: str) -> None:
-        self._call("POST", f"/v1/turns/{turn_id}/cancel")
+    def cancel(self, turn_id: str) -> bool:
+        """Cancel a turn of this device; False when it had already ended."""
+        answer = self._call("POST", f"/v1/turns/{turn_id}/cancel")
+        return bool(answer.json().get("cancelled", True))
 
     def close(self) -> None:
         self.http.close()
@@ -171,6 +173,6 @@ class GatewayTurn(Turn):
     def _give_up(self) -> bool:
         return False  # the server's sweeper ends overdue turns; its run-end is read if it comes
 
-    def cancel(self, reason: str = "cancelled by the caller") -> None:
-        self.client.cancel(self.turn_id)
+    def cancel(self, reason: str = "cancelled by the caller") -> bool:
+        return self.client.cancel(self.turn_id)
 

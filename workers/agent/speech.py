@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 
 from voxqueue.contracts import TtsJob
+from voxqueue.sentences import SentenceSplitter
 from workers.agent.providers.base import StreamStopped
-from workers.agent.sentences import SentenceSplitter
 from workers.runtime import completion, handoff
 from workers.runtime.stage import Stage
 

@@ -69,4 +69,7 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
 
 
 def _hand_over(stage: Stage) -> None:
+    if stage.spec.until == "transcript":  # speech to text only: the transcript is the answer
+        stage.rt.store.finish(stage.spec, "ok")
+        return
     handoff.send_once(stage, AgentStep(turn_id=stage.turn_id, step=1, enqueued_at=time.time()))

@@ -1,0 +1,101 @@
+"""The Wyoming server's parts that need no connection: who may connect, how large an event may
+be, the audio a client sends, what the server says it is, and conversation ids."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from wyoming.audio import AudioChunk, AudioStart
+
+from voxqueue.settings import Settings
+from voxqueue.wyoming.audio_in import AudioIn, AudioTooLarge
+from voxqueue.wyoming.describe import describe
+from voxqueue.wyoming.guard import CappedReader, EventTooLarge, allowed, networks
+from voxqueue.wyoming.requests import session_of
+
+DEFAULT_ALLOW = networks(Settings(_env_file=None).wyoming_allow)  # type: ignore[call-arg]
+
+
+@pytest.mark.parametrize(("peer", "ok"), [
+    (("127.0.0.1", 5000), True),
+    (("192.168.1.20", 5000), True),
+    (("10.1.2.3", 5000), True),
+    (("::1", 5000, 0, 0), True),
+    (("::ffff:192.168.1.20", 5000, 0, 0), True),
+    (("fe80::1%eth0", 5000, 0, 2), True),
+    (("8.8.8.8", 5000), False),
+    (("2001:4860::8888", 5000, 0, 0), False),
+    (("::ffff:8.8.8.8", 5000, 0, 0), False),
+    ("", True),  # a Unix socket: local
+])
+def test_only_local_networks_by_default(peer, ok):
+    assert allowed(peer, DEFAULT_ALLOW) is ok
+
+
+def test_a_wrong_network_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"VOXQUEUE_WYOMING_ALLOW.*'10\.0\.0\.0/33'"):
+        networks("127.0.0.0/8, 10.0.0.0/33")
+
+
+def test_capped_reader_refuses_a_part_over_the_cap():
+    async def go() -> None:
+        stream = asyncio.StreamReader()
+        stream.feed_data(b'{"type": "x"}\n' + b"a" * 200)
+        reader = CappedReader(stream, cap=100)
+        assert await reader.readline() == b'{"type": "x"}\n' == reader.last_line
+        assert await reader.readexactly(100) == b"a" * 100
+        with pytest.raises(EventTooLarge, match="101 bytes"):
+            await reader.readexactly(101)
+
+    asyncio.run(go())
+
+
+def test_a_header_over_the_line_limit_is_too_large():
+    async def go() -> None:
+        stream = asyncio.StreamReader(limit=1024)
+        stream.feed_data(b"{" + b" " * 5000 + b"}\n")
+        with pytest.raises(EventTooLarge):
+            await CappedReader(stream, cap=10**6).readline()
+
+    asyncio.run(go())
+
+
+def test_audio_in_converts_to_16k_mono_and_refuses_too_much():
+    start = AudioStart(rate=48000, width=2, channels=2)
+    audio = AudioIn(start, max_bytes=32000)
+    one_second = b"\x10\x00\x20\x00" * 48000  # 48 kHz stereo
+    audio.add(AudioChunk(rate=48000, width=2, channels=2, audio=one_second[:len(one_second) // 2]))
+    assert abs(len(audio.pcm) - 16000) <= 4  # half a second of 16 kHz 16-bit mono
+    with pytest.raises(AudioTooLarge, match="VOXQUEUE_MAX_AUDIO_BYTES"):
+        audio.add(AudioChunk(rate=48000, width=2, channels=2, audio=one_second))
+    assert audio.pcm == bytearray()
+    audio.add(AudioChunk(rate=48000, width=2, channels=2, audio=one_second))  # ignored now
+    assert audio.pcm == bytearray()
+
+
+def test_describe_offline_names_the_offline_engines():
+    settings = Settings(_env_file=None, stt="pocketsphinx", llm="local", tts="piper")  # type: ignore[call-arg]
+    info = describe(settings)
+    assert info.asr[0].models[0].name == "pocketsphinx"
+    assert info.asr[0].models[0].attribution.name == "CMU PocketSphinx"
+    assert info.tts[0].voices[0].name == "joe-us" and info.tts[0].supports_synthesize_streaming
+    assert info.handle[0].models[0].name == "local intents"
+    assert all(p.installed for p in (*info.asr, *info.tts, *info.handle))
+
+
+def test_describe_with_keys_names_the_cloud_providers():
+    settings = Settings(_env_file=None, openai_api_key="sk-x", elevenlabs_api_key="el-x")  # type: ignore[call-arg]
+    info = describe(settings)
+    assert info.asr[0].models[0].name == "openai"
+    assert info.tts[0].voices[0].name == settings.tts_voice
+    assert info.handle[0].models[0].name == settings.llm_model
+    assert "sk-x" not in info.event().to_dict().__repr__()
+
+
+def test_conversation_ids_name_safe_sessions():
+    cid, session = session_of({"conversation_id": "01J9/../x y"})
+    assert cid == "01J9/../x y" and session == "wyoming:01J9_.._x_y"
+    new_cid, new_session = session_of(None)
+    assert len(new_cid) == 32 and new_session == f"wyoming:{new_cid}"
+    assert len(session_of({"conversation_id": "z" * 500})[1]) == len("wyoming:") + 100

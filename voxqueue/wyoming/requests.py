@@ -1,0 +1,85 @@
+"""The three requests a Wyoming client makes, each answered through the queues: speech to text
+(``transcribe``), a conversation turn (``transcript`` sent to the agent) and text to speech
+(``synthesize``, see :mod:`voxqueue.wyoming.speech_out`)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from typing import Any
+
+from wyoming.asr import Transcript
+from wyoming.event import Event
+from wyoming.handle import Handled, NotHandled
+
+from voxqueue.audio import SAMPLE_RATE
+from voxqueue.client import Client, Turn
+from voxqueue.contracts import TurnResult
+
+#: What a conversation id may hold once it names a voxqueue session.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
+
+
+class RequestFailed(Exception):
+    """The queues could not answer; ``code`` is the Wyoming error code sent back."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class LiveTurns:
+    """The turns one connection started that may still be running, so a client that leaves
+    leaves nothing behind."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+
+    def add(self, turn: Turn) -> Turn:
+        self.turns = [t for t in self.turns if not t.done] + [turn]
+        return turn
+
+    def cancel_all(self, reason: str) -> None:
+        for turn in self.turns:
+            turn.cancel(reason)
+        self.turns = []
+
+
+async def transcribe(client: Client, live: LiveTurns, pcm: bytes,
+                     language: str | None) -> Event:
+    """One STT job for the utterance; its ``transcript``."""
+    turn = live.add(await asyncio.to_thread(client.transcribe, pcm, pcm_rate=SAMPLE_RATE))
+    result = await asyncio.to_thread(turn.wait)
+    if result.status != "ok":
+        raise _failed(result, "stt-failed")
+    return Transcript(text=result.transcript or "", language=language).event()
+
+
+def session_of(context: dict[str, Any] | None) -> tuple[str, str]:
+    """The conversation id Home Assistant sent (or a new one) and the voxqueue session it
+    names: ``wyoming:<id>``, kept to safe characters and a sane length."""
+    cid = str((context or {}).get("conversation_id") or uuid.uuid4().hex)
+    return cid, "wyoming:" + _UNSAFE.sub("_", cid)[:100]
+
+
+async def converse(client: Client, live: LiveTurns, text: str,
+                   context: dict[str, Any] | None) -> Event:
+    """A text turn in the conversation's session; ``handled`` with the reply, or
+    ``not-handled`` with the reason when the agent could not answer."""
+    cid, session = session_of(context)
+    answer_context = {**(context or {}), "conversation_id": cid}
+    if not text.strip():
+        return NotHandled(text="Nothing was said.", context=answer_context).event()
+    turn = live.add(await asyncio.to_thread(client.ask, text, session=session, speak=False))
+    result = await asyncio.to_thread(turn.wait)
+    if result.status != "ok" or result.reply is None:
+        reason = (result.error or {}).get("message") or f"the turn ended {result.status}"
+        return NotHandled(text=reason, context=answer_context).event()
+    return Handled(text=result.reply, context=answer_context).event()
+
+
+def _failed(result: TurnResult, code: str) -> RequestFailed:
+    error = result.error or {}
+    return RequestFailed(error.get("code") or code,
+                         error.get("message") or f"the turn ended {result.status}")

@@ -1,0 +1,110 @@
+"""Text spoken back to a Wyoming client: one TTS turn per sentence, relayed in order.
+
+Each complete sentence is sent to the tts queue as soon as it is known (so sentences are
+synthesized in parallel, by as many TTS workers as there are), and their audio is relayed in
+speaking order as it arrives: one ``audio-start`` (16 kHz, 16-bit, mono) for the whole answer,
+``audio-chunk``\\ s, one ``audio-stop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.event import Event
+from wyoming.tts import SynthesizeStopped
+
+from voxqueue.audio import SAMPLE_RATE
+from voxqueue.client import Client, Turn
+from voxqueue.sentences import SentenceSplitter
+from voxqueue.wyoming.requests import LiveTurns
+from voxqueue.wyoming.threads import in_thread
+
+#: The largest ``audio-chunk`` sent: 0.1 s of speech (players and satellites expect small ones).
+CHUNK_BYTES = SAMPLE_RATE * 2 // 10
+
+Write = Callable[[Event], Awaitable[None]]
+
+
+class SpeechFailed(Exception):
+    """A sentence could not be spoken (its TTS turn ended in an error)."""
+
+
+class SpeechOut:
+    """One answer: text in (all at once or in pieces), audio out, in order."""
+
+    def __init__(self, client: Client, write: Write, *, live: LiveTurns, order: asyncio.Lock,
+                 first_phrase_words: int) -> None:
+        self.client = client
+        self.write = write
+        self.live = live
+        self.order = order  # held while the answer is written: answers never interleave
+        self.splitter = SentenceSplitter(first_phrase_words=first_phrase_words)
+        self._queue: asyncio.Queue[Turn | None] = asyncio.Queue()
+        self._relay: asyncio.Task[None] | None = None
+        self._trailer: Event | None = None
+        self.relayed = False
+        self.first_audio_at: float | None = None
+
+    async def feed(self, text: str) -> None:
+        """More text: every sentence it completes is sent to be spoken now."""
+        for sentence in self.splitter.feed(text):
+            await self._speak(sentence)
+
+    async def finish(self, *, streamed: bool = False) -> None:
+        """No more text: speak the rest, and return once the whole answer has been relayed
+        (with ``synthesize-stopped`` after it when the text was streamed). Raises
+        :class:`SpeechFailed` when a sentence could not be spoken."""
+        for sentence in self.splitter.flush():
+            await self._speak(sentence)
+        self._trailer = SynthesizeStopped().event() if streamed else None
+        self._queue.put_nowait(None)
+        await self._relaying()
+
+    def cancel(self) -> None:
+        """Stop relaying (the client left; its turns are cancelled with the connection's)."""
+        if self._relay is not None:
+            self._relay.cancel()
+
+    async def _speak(self, sentence: str) -> None:
+        turn = self.live.add(await asyncio.to_thread(self.client.speak, sentence))
+        self._queue.put_nowait(turn)
+        self._relaying()
+
+    def _relaying(self) -> asyncio.Task[None]:
+        if self._relay is None:
+            self._relay = asyncio.create_task(self._relay_all(), name="wyoming speech out")
+        return self._relay
+
+    async def _relay_all(self) -> None:
+        async with self.order:
+            try:
+                await self._relay_in_order()
+            finally:
+                self.relayed = True
+
+    async def _relay_in_order(self) -> None:
+        await self.write(AudioStart(rate=SAMPLE_RATE, width=2, channels=1).event())
+        sent = 0
+        while (turn := await self._queue.get()) is not None:
+            async for pcm in in_thread(turn.playback):
+                for at in range(0, len(pcm), CHUNK_BYTES):
+                    part = pcm[at:at + CHUNK_BYTES]
+                    if self.first_audio_at is None:
+                        self.first_audio_at = time.time()
+                    await self.write(AudioChunk(rate=SAMPLE_RATE, width=2, channels=1,
+                                                audio=part, timestamp=_ms(sent)).event())
+                    sent += len(part)
+            result = turn.result()
+            if result.status != "ok":
+                message = (result.error or {}).get("message") or result.status
+                raise SpeechFailed(f"the sentence {turn.spec.text!r} was not spoken: {message}")
+        await self.write(AudioStop(timestamp=_ms(sent)).event())
+        if self._trailer is not None:
+            await self.write(self._trailer)
+
+
+def _ms(pcm_bytes: int) -> int:
+    return pcm_bytes * 1000 // (SAMPLE_RATE * 2)
