@@ -15,16 +15,16 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from edge.link import Backoff, Link, is_connection_error
-
-if TYPE_CHECKING:
-    from voxqueue.gateway.remote import GatewayClient
+from voxqueue.gateway.remote import GatewayClient
+from voxqueue.keys import Keys
+from voxqueue.settings import Settings
 
 log = logging.getLogger("voxqueue.edge")
 
@@ -194,3 +194,11 @@ class AnnouncementListener:
                 log.warning("announcements: skipped a stale one (%s)", item.text)
             else:
                 self.deliver(item)
+
+
+def feed_for(client: object, settings: Settings, device: str) -> Feed:
+    """A device's announcements through the gateway when it uses one, else from Redis."""
+    if isinstance(client, GatewayClient):
+        return GatewayFeed(client)
+    stream = Keys(settings.key_prefix).announcements(device)
+    return RedisFeed(settings.redis_url, stream, block_ms=2000)

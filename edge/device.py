@@ -14,13 +14,8 @@ import queue
 import threading
 import time
 
-from edge.announcements import (
-    Announcement,
-    AnnouncementListener,
-    Feed,
-    GatewayFeed,
-    RedisFeed,
-)
+from edge.announcements import Announcement, AnnouncementListener, Feed, feed_for
+from edge.conversation import Conversation
 from edge.display import Display
 from edge.jobs import AnnounceJob, NoticeJob, TurnJob, TurnRecord
 from edge.link import Link, redis_answers
@@ -31,7 +26,6 @@ from edge.settings import EdgeSettings
 from edge.sources import Source
 from voxqueue.connect import connect_client
 from voxqueue.gateway.remote import GatewayClient
-from voxqueue.keys import Keys
 from voxqueue.redis_conn import redact
 from voxqueue.settings import Settings
 
@@ -74,8 +68,7 @@ class Device:
         )
         self._unasked: queue.Queue[AnnounceJob | NoticeJob] = queue.Queue()
         self._follow_up = threading.Event()
-        self._session: str | None = None
-        self._last_turn = 0.0
+        self.conversation = Conversation(edge)
         self.notices: list[str] = []
         self.announcements = (
             AnnouncementListener(self._feed(), self.redis_link, self._announcement)
@@ -84,11 +77,7 @@ class Device:
         )
 
     def _feed(self) -> Feed:
-        """Announcements through the gateway when the device uses one, else from Redis."""
-        if isinstance(self.client, GatewayClient):
-            return GatewayFeed(self.client)
-        stream = Keys(self.settings.key_prefix).announcements(self.edge.device)
-        return RedisFeed(self.settings.redis_url, stream, block_ms=2000)
+        return feed_for(self.client, self.settings, self.edge.device)
 
     def _server_answers(self) -> bool:
         if isinstance(self.client, GatewayClient):
@@ -159,7 +148,7 @@ class Device:
                 TurnJob(
                     event.pcm,
                     time.time() - live_lag,
-                    self._session_id(),
+                    self.conversation.session_id(),
                     follow_up=event.wake is None,
                 )
             )
@@ -178,15 +167,6 @@ class Device:
             return
         # A notice plays even when the outage ended meanwhile: the user is told once, always.
         self.responder.submit(job)
-
-    def _session_id(self) -> str:
-        if self.edge.session:
-            return self.edge.session
-        now = time.monotonic()
-        if self._session is None or now - self._last_turn > self.edge.session_idle_s:
-            self._session = f"{self.edge.device}.{int(time.time())}"
-        self._last_turn = now
-        return self._session
 
     # -- called from other threads ---------------------------------------------------------
     def _turn_done(self, record: TurnRecord) -> None:

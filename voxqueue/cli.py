@@ -121,6 +121,13 @@ def edge(ctx: typer.Context) -> None:
     edge_main(ctx.args)
 
 
+def satellite(ctx: typer.Context) -> None:
+    """Serve a Wyoming satellite (wyoming-satellite) as an edge (voxqueue satellite --help)."""
+    from edge.satellite.command import main as satellite_main
+
+    satellite_main(ctx.args)
+
+
 # The commands, in the order ``voxqueue --help`` lists them (groups come after commands).
 for command in (ask, say, worker, up, tools, trace, doctor, exporter, demo):
     app.command()(command)
@@ -128,6 +135,8 @@ app.command("gateway")(gateway_command)
 app.command("wyoming")(wyoming_command)
 app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
             add_help_option=False)(edge)
+app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+            add_help_option=False)(satellite)
 app.add_typer(devices_app, name="devices")
 app.add_typer(sessions_app, name="sessions")
 

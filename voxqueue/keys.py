@@ -141,6 +141,11 @@ class Keys:
         """Hash: a monitor's state, last value and counters."""
         return f"{self.prefix}:monitor:{name}:state"
 
+    def providers_in_service(self) -> str:
+        """Hash: stage (stt, llm, tts) -> the provider its workers built, as they last started
+        (what ``describe`` reports, whatever the reporting process's own keys would pick)."""
+        return f"{self.prefix}:providers"
+
     def tool_catalogue(self) -> str:
         """String: the MCP servers' tools a tools worker listed (``ToolCatalogue`` JSON)."""
         return f"{self.prefix}:tools:catalogue"

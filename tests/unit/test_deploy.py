@@ -228,3 +228,27 @@ def test_grafana_dashboard_queries_metrics_the_exporter_has():
         names = {re.sub(r"_(bucket|count|sum|total)$", "", n)
                  for n in re.findall(r"voxqueue_[a-z_]+", expr)}
         assert names and names <= known, expr
+
+
+def test_the_wyoming_server_is_shipped_for_home_assistant():
+    service = compose()["services"]["wyoming"]
+    assert service["command"][:2] == ["voxqueue", "wyoming"]
+    assert flag(service["command"], "--uri") == "tcp://0.0.0.0:10300"
+    assert "10300:10300" in service["ports"]
+    assert "wyoming" in (DEPLOY / "Dockerfile.workers").read_text()
+
+
+@pytest.mark.parametrize("unit", ["voxqueue-wyoming.service", "voxqueue-satellite.service",
+                                  "voxqueue-edge.service"])
+def test_systemd_units_run_real_commands_with_real_settings(unit):
+    text = (DEPLOY / "systemd" / unit).read_text()
+    (start,) = re.findall(r"^ExecStart=/opt/voxqueue/bin/voxqueue (\w+)", text, re.M)
+    done = subprocess.run([sys.executable, "-m", "voxqueue.cli", start, "--help"],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    from edge.settings import EdgeSettings
+
+    fields = {f"VOXQUEUE_{n.upper()}" for n in Settings.model_fields}
+    fields |= {f"VOXQUEUE_EDGE_{n.upper()}" for n in EdgeSettings.model_fields}
+    for var in re.findall(r"^#\s+(VOXQUEUE_\w+)=", text, re.M):
+        assert var in fields, f"{unit}: {var} is not a setting"

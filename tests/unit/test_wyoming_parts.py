@@ -99,3 +99,12 @@ def test_conversation_ids_name_safe_sessions():
     new_cid, new_session = session_of(None)
     assert len(new_cid) == 32 and new_session == f"wyoming:{new_cid}"
     assert len(session_of({"conversation_id": "z" * 500})[1]) == len("wyoming:") + 100
+
+
+def test_describe_reports_what_the_workers_run_over_its_own_settings():
+    """The Wyoming server holds no provider key; the workers say what they built."""
+    settings = Settings(_env_file=None, stt="pocketsphinx", llm="local", tts="piper")  # type: ignore[call-arg]
+    info = describe(settings, {"stt": "openai", "llm": "openai", "tts": "elevenlabs"})
+    assert info.asr[0].models[0].name == "openai"
+    assert info.tts[0].voices[0].attribution.name == "ElevenLabs"
+    assert info.handle[0].models[0].name == settings.llm_model

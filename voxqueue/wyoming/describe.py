@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from wyoming.info import (
     AsrModel,
     AsrProgram,
@@ -39,9 +41,10 @@ def stt_languages(settings: Settings, provider: str) -> list[str]:
     return ["en"]
 
 
-def describe(settings: Settings) -> Info:
-    """Speech to text, text to speech and the agent, as the settings resolve them."""
-    used = settings.providers_in_use()
+def describe(settings: Settings, in_service: Mapping[str, str] | None = None) -> Info:
+    """Speech to text, text to speech and the agent: the providers the workers reported
+    (``in_service``), else those the settings resolve to."""
+    used = {**settings.providers_in_use(), **(in_service or {})}
     stt, llm, tts = used["stt"], used["llm"], used["tts"]
     stt_langs = stt_languages(settings, stt)
     tts_langs = CLOUD_LANGUAGES if tts == "elevenlabs" else ["en"]

@@ -12,12 +12,13 @@ import contextlib
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+import redis
 import structlog
 from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event, async_read_event
-from wyoming.info import Describe, Info
+from wyoming.info import Describe
 from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
@@ -26,6 +27,7 @@ from voxqueue.client import Client, InputError, Unavailable
 from voxqueue.redaction import redact_text
 from voxqueue.settings import Settings
 from voxqueue.wyoming.audio_in import AudioIn, AudioTooLarge
+from voxqueue.wyoming.describe import describe
 from voxqueue.wyoming.guard import CappedReader, EventTooLarge, Network, allowed
 from voxqueue.wyoming.requests import LiveTurns, RequestFailed, converse, transcribe
 from voxqueue.wyoming.speech_out import SpeechFailed, SpeechOut
@@ -37,12 +39,11 @@ class WyomingHandler(AsyncEventHandler):
     """Serves ``describe``, ``ping``, speech to text, text to speech and conversation."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
-                 client: Client, settings: Settings, info: Info,
+                 client: Client, settings: Settings,
                  allow: Sequence[Network]) -> None:
         super().__init__(reader, writer)
         self.client = client
         self.settings = settings
-        self.info = info
         self.allow = allow
         self.peer = writer.get_extra_info("peername")
         self.audio: AudioIn | None = None
@@ -110,7 +111,8 @@ class WyomingHandler(AsyncEventHandler):
     # -- events ---------------------------------------------------------------------------
     async def handle_event(self, event: Event) -> bool:
         if Describe.is_type(event.type):
-            await self.write_event(self.info.event())
+            in_service = await asyncio.to_thread(self._providers_in_service)
+            await self.write_event(describe(self.settings, in_service).event())
         elif Ping.is_type(event.type):
             await self.write_event(Pong(text=Ping.from_event(event).text).event())
         elif Transcribe.is_type(event.type):
@@ -152,6 +154,14 @@ class WyomingHandler(AsyncEventHandler):
         return True
 
     # -- requests ---------------------------------------------------------------------------
+    def _providers_in_service(self) -> dict[str, str]:
+        """The providers the workers reported; empty when Redis cannot say."""
+        try:
+            found = self.client.redis.hgetall(self.client.keys.providers_in_service())
+        except redis.RedisError:
+            return {}
+        return {_text(k): _text(v) for k, v in found.items()}
+
     async def _transcribe(self, pcm: bytes, language: str | None) -> None:
         await self.write_event(await transcribe(self.client, self.live, pcm, language))
 
@@ -197,3 +207,7 @@ class WyomingHandler(AsyncEventHandler):
             await self.write_event(Error(text=text, code=code).event())
         if end:
             await self.stop()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

@@ -13,7 +13,6 @@ from wyoming.server import AsyncServer, AsyncTcpServer
 
 from voxqueue.client import Client
 from voxqueue.settings import Settings
-from voxqueue.wyoming.describe import describe
 from voxqueue.wyoming.guard import networks
 from voxqueue.wyoming.handler import WyomingHandler
 
@@ -26,12 +25,10 @@ WAITING_THREADS = 256
 async def start(settings: Settings, client: Client) -> AsyncServer:
     """Listen on ``settings.wyoming_uri`` (``tcp://`` or ``unix://``) without blocking."""
     allow = networks(settings.wyoming_allow)
-    info = describe(settings)
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(WAITING_THREADS, "wyoming-wait"))
     server = AsyncServer.from_uri(settings.wyoming_uri)
-    await server.start(partial(WyomingHandler, client=client, settings=settings, info=info,
-                               allow=allow))
+    await server.start(partial(WyomingHandler, client=client, settings=settings, allow=allow))
     log.info("wyoming server listening", uri=settings.wyoming_uri)
     return server
 

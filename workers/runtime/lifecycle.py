@@ -31,6 +31,8 @@ log = structlog.get_logger("voxqueue.worker")
 #: The providers each queue's tasks use, built when the worker starts.
 WANTED = {"stt": ("transcriber",), "agent": ("tools", "chat_model"), "tools": ("tools",),
           "tts": ("synthesizer",)}
+#: The provider stage each queue's workers serve.
+STAGE_OF = {"stt": "stt", "agent": "llm", "tts": "tts"}
 
 
 def configure_logging(loglevel: Any = None, **_: Any) -> None:
@@ -72,7 +74,14 @@ def warm_up(rt: Runtime, queues: frozenset[str]) -> None:
                 getattr(rt, attr)
             except Exception as exc:  # a missing key is reported per turn, not fatal here
                 log.warning("provider not ready", queue=queue, provider=attr, error=str(exc))
-    log.info("worker warmed up", queues=sorted(queues))
+    stages = {STAGE_OF[q]: rt.settings.providers_in_use()[STAGE_OF[q]]
+              for q in queues if q in STAGE_OF}
+    if stages:
+        try:
+            rt.redis.hset(rt.keys.providers_in_service(), mapping=dict[Any, Any](stages))
+        except Exception as exc:  # Redis is not up yet: describe falls back on settings
+            log.warning("providers not recorded", error=str(exc))
+    log.info("worker warmed up", queues=sorted(queues), providers=stages)
 
 
 def start_lease(rt: Runtime, consumer: Any, *, enforce_limits: bool) -> None:

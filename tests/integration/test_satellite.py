@@ -1,0 +1,132 @@
+"""``voxqueue satellite`` against the real ``wyoming-satellite`` (1.0.0, from PyPI, in a
+virtualenv of its own since it pins an older ``wyoming``): its microphone is a recording, its
+speaker a file. Wake word (found on our side: the satellite has none of its own), command,
+reply audio played by the satellite; then the satellite restarts and is served again."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import ROOT, SPEECH, free_port
+
+pytestmark = pytest.mark.integration
+SATELLITE = "wyoming-satellite==1.0.0"
+SND_RATE = 22050  # the satellite's default --snd-command-rate
+
+
+@pytest.fixture(scope="session")
+def satellite_python() -> Path:
+    """The satellite's own virtualenv, made once and kept in the user's cache."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    venv = cache / "voxqueue-tests" / SATELLITE.replace("==", "-")
+    python = venv / "bin" / "python"
+    if not (venv / ".installed").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        done = subprocess.run([str(python), "-m", "pip", "install", "-q", SATELLITE],
+                              capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            pytest.fail(f"could not install {SATELLITE} from the package index:\n"
+                        f"{done.stderr[-2000:]}")
+        (venv / ".installed").touch()
+    return python
+
+
+class Satellite:
+    """One run of ``wyoming-satellite`` listening on ``port``, speaking into ``played``."""
+
+    def __init__(self, python: Path, port: int, wav: Path, played: Path, log: Path) -> None:
+        mic = f"{shlex.quote(sys.executable)} {ROOT / 'tests/fakes/mic_from_wav.py'} {wav}"
+        snd = f"sh -c {shlex.quote(f'cat >> {played}')}"
+        self.log = log.open("ab")
+        self.proc = subprocess.Popen(
+            [str(python), "-m", "wyoming_satellite", "--uri", f"tcp://127.0.0.1:{port}",
+             "--name", "voxqueue test satellite", "--mic-command", mic, "--snd-command", snd,
+             "--debug"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+@pytest.fixture
+def rig(system, satellite_python, tmp_path) -> Iterator[dict]:
+    port = free_port()
+    played = tmp_path / "played.raw"
+    played.touch()
+    log = tmp_path / "controller.log"
+    sats: list[Satellite] = []
+
+    def satellite(wav: Path) -> Satellite:
+        sat = Satellite(satellite_python, port, wav, played, tmp_path / "satellite.log")
+        sats.append(sat)
+        return sat
+
+    first = satellite(SPEECH / "hey_jarvis_time_tokyo.wav")
+    with log.open("wb") as out:
+        controller = subprocess.Popen(
+            [sys.executable, "-m", "voxqueue.cli", "satellite", "--uri",
+             f"tcp://127.0.0.1:{port}", "--device", "sat-kitchen"],
+            env=system.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            yield {"first": first, "satellite": satellite, "played": played, "log": log,
+                   "satellite_log": tmp_path / "satellite.log"}
+        finally:
+            controller.terminate()
+            controller.wait(10)
+            for sat in sats:
+                if sat.proc.poll() is None:
+                    sat.stop()
+
+
+def seconds_played(played: Path) -> float:
+    return played.stat().st_size / (SND_RATE * 2)
+
+
+def wait_for_reply(rig: dict, more_than_s: float, timeout: float = 60) -> float:
+    give_up = time.time() + timeout
+    while time.time() < give_up:
+        if seconds_played(rig["played"]) > more_than_s:
+            time.sleep(1.0)  # the rest of the reply
+            return seconds_played(rig["played"])
+        time.sleep(0.2)
+    raise AssertionError(f"no reply played by the satellite\n--- controller:\n"
+                         f"{rig['log'].read_text()[-3000:]}\n--- satellite:\n"
+                         f"{rig['satellite_log'].read_text()[-3000:]}")
+
+
+def test_a_satellite_is_woken_asked_and_answered_and_served_again_after_a_restart(rig, fake):
+    fake.script_transcripts("What time is it in Tokyo?", "What is the weather in Paris?")
+    fake.script_chat({"match": "tokyo", "content": "It is nine in the evening in Tokyo."},
+                     {"match": "paris", "content": "Paris is sunny today."})
+
+    first = wait_for_reply(rig, 0.5)
+    assert len(fake.requests_for("transcriptions")) == 1  # one command, heard once
+    spoken = [r["json"]["text"] for r in fake.requests_for("tts")]
+    assert " ".join(spoken) == "It is nine in the evening in Tokyo."
+    audio = np.frombuffer(rig["played"].read_bytes(), dtype="<i2")
+    assert np.sqrt(np.mean(audio.astype(np.float64) ** 2)) > 100  # speech, not silence
+    satellite_log = rig["satellite_log"].read_text()
+    assert "Streaming audio" in satellite_log
+
+    # The satellite restarts (a Raspberry Pi rebooting): the controller connects again.
+    rig["first"].stop()
+    rig["satellite"](SPEECH / "hey_jarvis_weather_paris.wav")
+    wait_for_reply(rig, first + 0.5)
+    assert len(fake.requests_for("transcriptions")) == 2
+    assert " ".join(r["json"]["text"] for r in fake.requests_for("tts")).endswith(
+        "Paris is sunny today.")
+    assert rig["log"].read_text().count("connected (") == 2
