@@ -119,6 +119,8 @@ class SatelliteLink:
             run = RunPipeline.from_event(event)
             self._stage = PipelineStage(run.start_stage).value
             self._speak = PipelineStage(run.end_stage) == PipelineStage.TTS
+            log.info("satellite pipeline from the %s stage to %s", self._stage,
+                     PipelineStage(run.end_stage).value)
             if self._stage == PipelineStage.WAKE.value:
                 self.ears.wake_stage()
             else:  # the satellite heard its own wake word: the command follows

@@ -1,7 +1,9 @@
 """``voxqueue satellite`` against the real ``wyoming-satellite`` (1.0.0, from PyPI, in a
 virtualenv of its own since it pins an older ``wyoming``): its microphone is a recording, its
-speaker a file. Wake word (found on our side: the satellite has none of its own), command,
-reply audio played by the satellite; then the satellite restarts and is served again."""
+speaker a file. Wake word, command, reply audio played by the satellite, an announcement spoken
+on it; then the satellite restarts and is served again. Both kinds of satellite: one that
+streams all the time (the wake word is found on our side) and one with a wake word service of
+its own (``--wake-uri``), which sends only the command."""
 
 from __future__ import annotations
 
@@ -43,14 +45,15 @@ def satellite_python() -> Path:
 class Satellite:
     """One run of ``wyoming-satellite`` listening on ``port``, speaking into ``played``."""
 
-    def __init__(self, python: Path, port: int, wav: Path, played: Path, log: Path) -> None:
+    def __init__(self, python: Path, port: int, wav: Path, played: Path, log: Path,
+                 extra: list[str]) -> None:
         mic = f"{shlex.quote(sys.executable)} {ROOT / 'tests/fakes/mic_from_wav.py'} {wav}"
         snd = f"sh -c {shlex.quote(f'cat >> {played}')}"
         self.log = log.open("ab")
         self.proc = subprocess.Popen(
             [str(python), "-m", "wyoming_satellite", "--uri", f"tcp://127.0.0.1:{port}",
              "--name", "voxqueue test satellite", "--mic-command", mic, "--snd-command", snd,
-             "--debug"],
+             "--debug", *extra],
             stdout=self.log, stderr=subprocess.STDOUT)
 
     def stop(self) -> None:
@@ -62,16 +65,25 @@ class Satellite:
         self.log.close()
 
 
-@pytest.fixture
-def rig(system, satellite_python, tmp_path) -> Iterator[dict]:
+@pytest.fixture(params=["streams all the time", "wakes itself"])
+def rig(request, system, satellite_python, tmp_path) -> Iterator[dict]:
     port = free_port()
     played = tmp_path / "played.raw"
     played.touch()
     log = tmp_path / "controller.log"
     sats: list[Satellite] = []
+    extra: list[str] = []
+    wake_service = None
+    if request.param == "wakes itself":
+        wake_port = free_port()
+        wake_service = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.wake_service", "--port", str(wake_port)],
+            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        assert wake_service.stdout is not None and wake_service.stdout.readline() == "READY\n"
+        extra = ["--wake-uri", f"tcp://127.0.0.1:{wake_port}", "--wake-word-name", "hey_jarvis"]
 
     def satellite(wav: Path) -> Satellite:
-        sat = Satellite(satellite_python, port, wav, played, tmp_path / "satellite.log")
+        sat = Satellite(satellite_python, port, wav, played, tmp_path / "satellite.log", extra)
         sats.append(sat)
         return sat
 
@@ -83,10 +95,13 @@ def rig(system, satellite_python, tmp_path) -> Iterator[dict]:
             env=system.env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
         try:
             yield {"first": first, "satellite": satellite, "played": played, "log": log,
-                   "satellite_log": tmp_path / "satellite.log"}
+                   "satellite_log": tmp_path / "satellite.log", "mode": request.param}
         finally:
             controller.terminate()
             controller.wait(10)
+            if wake_service is not None:
+                wake_service.terminate()
+                wake_service.wait(10)
             for sat in sats:
                 if sat.proc.poll() is None:
                     sat.stop()
@@ -108,7 +123,8 @@ def wait_for_reply(rig: dict, more_than_s: float, timeout: float = 60) -> float:
                          f"{rig['satellite_log'].read_text()[-3000:]}")
 
 
-def test_a_satellite_is_woken_asked_and_answered_and_served_again_after_a_restart(rig, fake):
+def test_a_satellite_is_woken_asked_and_answered_and_served_again_after_a_restart(
+        rig, fake, client):
     fake.script_transcripts("What time is it in Tokyo?", "What is the weather in Paris?")
     fake.script_chat({"match": "tokyo", "content": "It is nine in the evening in Tokyo."},
                      {"match": "paris", "content": "Paris is sunny today."})
@@ -121,6 +137,16 @@ def test_a_satellite_is_woken_asked_and_answered_and_served_again_after_a_restar
     assert np.sqrt(np.mean(audio.astype(np.float64) ** 2)) > 100  # speech, not silence
     satellite_log = rig["satellite_log"].read_text()
     assert "Streaming audio" in satellite_log
+    stage = "asr" if rig["mode"] == "wakes itself" else "wake"
+    assert f"satellite pipeline from the {stage} stage to tts" in rig["log"].read_text()
+    if rig["mode"] == "wakes itself":  # the satellite found the wake word and sent the rest
+        assert "Waiting for wake word" in satellite_log
+
+    # An announcement for the device (a timer going off) is spoken on the satellite.
+    client.redis.xadd(client.keys.announcements("sat-kitchen"), {
+        "e": '{"v": 1, "type": "announcement", "kind": "timer", "text": "Tea is ready."}'})
+    first = wait_for_reply(rig, first + 0.3)
+    assert [r["json"]["text"] for r in fake.requests_for("tts")][-1] == "Tea is ready."
 
     # The satellite restarts (a Raspberry Pi rebooting): the controller connects again.
     rig["first"].stop()
