@@ -339,3 +339,42 @@ def test_a_client_that_leaves_mid_answer_leaves_nothing_running(server, fake, cl
     time.sleep(1.0)  # nothing more is started for the client that left
     # a turn cancelled before its TTS job ran never reached the provider
     assert len(fake.requests_for("tts")) <= len(statuses) < 7
+
+
+def test_zeroconf_advertises_the_server_as_home_assistant_looks_for_it(system, tmp_path):
+    """``--zeroconf NAME``: a ``_wyoming._tcp`` service, found with the zeroconf library Home
+    Assistant itself uses, at the server's port."""
+    from zeroconf import ServiceBrowser, ServiceListener, Zeroconf
+
+    port = free_port()
+    name = f"vq-test-{port}"
+    log = (tmp_path / "wyoming.log").open("wb")
+    proc = subprocess.Popen([*VOXQUEUE, "wyoming", "--uri", f"tcp://0.0.0.0:{port}",
+                             "--zeroconf", name], env=system.env, cwd=ROOT, stdout=log,
+                            stderr=subprocess.STDOUT)
+    found: dict[str, int | None] = {}
+
+    class Seen(ServiceListener):
+        def add_service(self, zc: Zeroconf, type_: str, service: str) -> None:
+            info = zc.get_service_info(type_, service)
+            found[service] = info.port if info else None
+
+        def update_service(self, zc: Zeroconf, type_: str, service: str) -> None:
+            self.add_service(zc, type_, service)
+
+        def remove_service(self, zc: Zeroconf, type_: str, service: str) -> None:
+            pass
+
+    zc = Zeroconf()
+    try:
+        ServiceBrowser(zc, "_wyoming._tcp.local.", Seen())
+        give_up = time.time() + 20
+        while f"{name}._wyoming._tcp.local." not in found and time.time() < give_up:
+            assert proc.poll() is None, (tmp_path / "wyoming.log").read_text()
+            time.sleep(0.2)
+    finally:
+        zc.close()
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+    assert found.get(f"{name}._wyoming._tcp.local.") == port, found
