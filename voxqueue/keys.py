@@ -24,6 +24,10 @@ class Keys:
         """String: the utterance's PCM (the claim check)."""
         return f"{self.prefix}:turn:{turn_id}:audio"
 
+    def speech(self, turn_id: str) -> str:
+        """Stream: the utterance's PCM as it is spoken (``voxqueue.speech_stream``)."""
+        return f"{self.prefix}:turn:{turn_id}:speech"
+
     def cancel(self, turn_id: str) -> str:
         return f"{self.prefix}:turn:{turn_id}:cancel"
 

@@ -65,6 +65,16 @@ class Settings(BaseSettings):
     max_audio_seconds: float = 60.0
     max_text_chars: int = 4000
     sample_rate: int = 16000
+    # -- speech streamed while it is spoken (Client.stream, the gateway's WebSocket) ----------
+    stt_decode_at_pauses: Literal["auto", "on", "off"] = "auto"
+    """Decode the words so far at each pause of a streamed command (``stt-partial`` events; the
+    last one is the transcript when nothing follows it). ``auto``: offline engines only (a
+    cloud engine bills each request)."""
+    speech_pause_s: float = Field(default=0.2, gt=0)
+    """Non-speech after speech that counts as a pause."""
+    speech_idle_s: float = Field(default=5.0, gt=0)
+    """A streamed command with no audio for this long, and no end, was abandoned: its turn
+    ends with ``audio-stream-stopped``."""
 
     # -- providers ----------------------------------------------------------------------------
     stt: str = "auto"

@@ -215,3 +215,23 @@ def test_prefer_local_answers_a_command_without_the_llm(cloud, fake):
     roles = [m["role"] for m in request["messages"]]
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
     assert request["messages"][2]["tool_calls"][0]["id"].startswith("local_")
+
+
+def test_a_streamed_command_is_decoded_at_its_pause_before_it_ends(client):
+    """Offline, the words so far are decoded when the speaker pauses; with nothing said after,
+    that decode is the transcript (no decode after the end)."""
+    from voxqueue.audio import read_speech
+
+    pcm = read_speech(SPEECH / "command_weather_paris.wav", max_bytes=10**8,
+                      max_seconds=600).data + bytes(32000)  # and a second of silence
+    with client.stream(session=f"offline-stream-{client.engine}") as speech:
+        for at in range(0, len(pcm), 640):
+            speech.write(pcm[at:at + 640])
+    turn = speech.turn
+    result = turn.wait(timeout=90)
+    assert result.status == "ok", result.error
+    partials = events_of(turn, "stt-partial")
+    assert partials and partials[-1]["complete"] is True
+    (ended,) = events_of(turn, "stt-end")
+    assert ended["decoded_at_pause"] is True and ended["text"] == partials[-1]["text"]
+    assert called(turn) == [("get_weather", {"location": "paris"})]

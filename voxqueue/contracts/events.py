@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 EventType = Literal[
     "run-start",
     "stt-start",
+    "stt-partial",
     "stt-end",
     "agent-step",
     "llm-start",
@@ -37,6 +38,7 @@ class ErrorCode(StrEnum):
     INVALID_INPUT = "invalid-input"
     AUDIO_INVALID = "audio-invalid"
     AUDIO_MISSING = "audio-missing"
+    AUDIO_STREAM_STOPPED = "audio-stream-stopped"
     STT_NO_TEXT = "stt-no-text-recognized"
     STT_FAILED = "stt-failed"
     LLM_FAILED = "llm-failed"

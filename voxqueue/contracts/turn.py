@@ -20,6 +20,9 @@ class TurnSpec(BaseModel):
     text: str | None = None
     audio_key: str | None = None
     """Claim check: the Redis key holding the utterance's 16 kHz mono PCM."""
+    audio_stream: bool = False
+    """The audio arrives on ``audio_key`` (a stream) while it is spoken; the STT job starts
+    with the speech (``voxqueue.speech_stream``)."""
     audio_seconds: float | None = None
     created_at: float
     """Wall clock (epoch seconds) when the client created the turn: the end of speech."""

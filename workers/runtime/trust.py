@@ -25,7 +25,8 @@ def spec_problem(spec: TurnSpec, settings: Settings, keys: Keys) -> str | None:
     if spec.deadline - spec.created_at > settings.max_deadline_s + CLOCK_SLACK_S:
         return (f"its deadline is {spec.deadline - spec.created_at:.0f} s after its start, over "
                 f"the ceiling of {settings.max_deadline_s:.0f} s")
-    if spec.audio_key is not None and spec.audio_key != keys.audio(spec.turn_id):
+    own_key = keys.speech(spec.turn_id) if spec.audio_stream else keys.audio(spec.turn_id)
+    if spec.audio_key is not None and spec.audio_key != own_key:
         return "its audio is not under the turn's own key"
     if (spec.audio_seconds or 0.0) > settings.max_audio_seconds + 1:
         return f"its audio is {spec.audio_seconds} s, over {settings.max_audio_seconds} s"

@@ -12,9 +12,11 @@ from voxqueue.contracts import AgentStep, ErrorCode, SttJob
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.app import app
+from workers.intents import matcher_for
 from workers.runtime import ending, handoff
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
+from workers.stt import listening
 
 
 @app.task(name=STT_TRANSCRIBE, bind=True, time_limit=TIME_LIMITS["stt"],
@@ -36,28 +38,40 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
     if said is not None:  # an earlier attempt transcribed it and died before handing over
         _hand_over(stage)
         return
-    pcm = rt.store.audio(stage.spec)
-    if not pcm:
+    streamed = stage.spec.audio_stream
+    pcm = None if streamed else rt.store.audio(stage.spec)
+    if not streamed and not pcm:
         ending.fail(stage, ErrorCode.AUDIO_MISSING,
                     "the turn's audio is gone (expired or never stored)")
         return
+    ended: dict[str, Any] = {}
     try:
         transcriber = rt.transcriber
         stage.emit("stt-start", {"queue_ms": stage.queue_ms(sjob), "provider": transcriber.name,
-                                 "audio_s": stage.spec.audio_seconds})
+                                 "audio_s": stage.spec.audio_seconds, "streamed": streamed})
+        ready = None  # a streamed command's transcript, decoded at its last pause
+        if pcm is None:
+            heard = listening.listen(stage, transcriber, decode_at_pauses=_at_pauses(stage),
+                                     complete=lambda text: bool(matcher_for(rt.tools).match(text)))
+            pcm, ready = heard.pcm, heard.ready
+            ended.update(speech_ended_at=heard.ended_at, decoded_at_pause=ready is not None)
         started = time.time()
         with span("stt.transcribe", provider=transcriber.name):
-            transcript = transcriber.transcribe(pcm, deadline=stage.spec.deadline)
+            transcript = ready or transcriber.transcribe(pcm, deadline=stage.spec.deadline)
     except MissingKeyError as exc:
         ending.fail(stage, ErrorCode.MISSING_KEY, str(exc))
         return
     except ProviderError as exc:
         ending.fail(stage, ErrorCode.STT_FAILED, str(exc))
         return
+    except listening.SpeechStopped as exc:
+        if not exc.aborted:
+            ending.fail(stage, exc.code, str(exc), apologize=False)
+        return
     if stage.should_stop():
         return
-    ended = {"text": transcript.text, "ms": round((time.time() - started) * 1000, 1),
-             "ttfb_ms": transcript.ttfb_ms}
+    ended.update({"text": transcript.text, "ms": round((time.time() - started) * 1000, 1),
+                  "ttfb_ms": transcript.ttfb_ms, "audio_s": round(len(pcm) / 32000, 2)})
     if not transcript.text:
         stage.emit("stt-end", ended)
         ending.fail(stage, ErrorCode.STT_NO_TEXT, "no speech was recognized in the audio")
@@ -73,3 +87,11 @@ def _hand_over(stage: Stage) -> None:
         stage.rt.store.finish(stage.spec, "ok")
         return
     handoff.send_once(stage, AgentStep(turn_id=stage.turn_id, step=1, enqueued_at=time.time()))
+
+
+def _at_pauses(stage: Stage) -> bool:
+    """Whether to decode a streamed command at its pauses (offline engines, unless set)."""
+    choice = stage.rt.settings.stt_decode_at_pauses
+    if choice != "auto":
+        return choice == "on"
+    return stage.rt.settings.providers_in_use()["stt"] in ("whisper", "pocketsphinx")

@@ -1,0 +1,82 @@
+"""A command written while it is spoken (``Client.stream``): the STT job starts with the speech
+and reads the audio as it grows; an abandoned or aborted stream ends its turn with nothing left
+behind. Real workers, Redis and the fake providers (a cloud engine: decoded once at the end)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import SPEECH
+from voxqueue import InputError
+from voxqueue.audio import read_speech
+
+pytestmark = pytest.mark.integration
+FRAME = 640  # 20 ms
+
+
+def pcm_of(name: str) -> bytes:
+    return read_speech(SPEECH / name, max_bytes=10**8, max_seconds=600).data
+
+
+def events_of(turn, kind: str) -> list[dict]:
+    return [e.event.data for e in turn._entries if e.event.type == kind]
+
+
+def test_a_streamed_command_is_answered_and_its_stream_removed(client, fake):
+    fake.script_transcripts("What time is it in Tokyo?")
+    fake.script_chat({"match": "tokyo", "content": "Late evening in Tokyo."})
+    pcm = pcm_of("command_time.wav")
+    with client.stream(session="streamed") as speech:
+        started = speech.turn
+        # the STT job is running before the command ends
+        give_up = time.time() + 10
+        while not any(e.event.type == "stt-start" for e in client.store.history(started.turn_id)):
+            assert time.time() < give_up, "no stt-start while speaking"
+            time.sleep(0.05)
+        for at in range(0, len(pcm), FRAME):
+            speech.write(pcm[at:at + FRAME])
+    result = started.wait(timeout=30)
+    assert result.status == "ok", result.error
+    assert result.transcript == "What time is it in Tokyo?" and result.reply
+    (ended,) = events_of(started, "stt-end")
+    assert abs(ended["audio_s"] - len(pcm) / 32000) < 0.05  # every frame, once
+    assert ended["speech_ended_at"] and not ended["decoded_at_pause"]  # cloud: once at the end
+    assert events_of(started, "stt-partial") == []
+    assert len(fake.requests_for("transcriptions")) == 1
+    assert not client.redis.exists(client.keys.speech(started.turn_id))
+
+
+def test_an_aborted_stream_cancels_its_turn(client, fake):
+    pcm = pcm_of("command_time.wav")
+    with pytest.raises(RuntimeError), client.stream(session="aborted") as speech:
+        speech.write(pcm[:16000])
+        raise RuntimeError("the microphone went away")
+    result = speech.turn.wait(timeout=30)
+    assert result.status == "cancelled"
+    assert fake.requests_for("transcriptions") == []
+    time.sleep(0.5)  # the STT task sees the abort and stops
+    assert not client.redis.exists(client.keys.speech(speech.turn.turn_id))
+
+
+def test_a_stream_that_stops_without_its_end_fails_clearly(client, fake):
+    speech = client.stream(session="abandoned")
+    speech.write(pcm_of("command_time.wav")[:32000])
+    speech.writer.flush()  # then nothing: the writer died mid-command
+    result = speech.turn.wait(timeout=30)
+    assert result.status == "error"
+    assert result.error["code"] == "audio-stream-stopped", result.error
+    assert "went away" in result.error["message"]
+    assert not client.redis.exists(client.keys.speech(speech.turn.turn_id))
+    assert fake.requests_for("transcriptions") == []
+
+
+def test_too_much_audio_is_refused_and_the_turn_cancelled(client):
+    speech = client.stream(session="too-long")
+    limit = client.settings.max_audio_bytes
+    with pytest.raises(InputError) as refused:
+        for _ in range(limit // 32000 + 2):
+            speech.write(bytes(32000))
+    assert refused.value.code == "audio-too-large"
+    assert speech.turn.wait(timeout=30).status == "cancelled"

@@ -1,0 +1,116 @@
+"""Speech read from its stream while it is spoken (``voxqueue.speech_stream``).
+
+The STT job starts with the speech. As the audio arrives, pauses are found (webrtcvad, 20 ms
+frames); at each pause an offline engine decodes the words so far and the turn gets an
+``stt-partial`` event (its text, and whether the local intents find a complete command in it).
+When the command ends with no speech after the last pause, that decode is the transcript: it
+was ready before the speaker's silence ran out. Cloud engines, billed per request, decode once
+at the end unless ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from voxqueue import speech_stream
+from voxqueue.audio import SAMPLE_RATE
+from voxqueue.contracts import ErrorCode
+from workers.runtime.stage import Stage
+from workers.stt.providers.base import Transcriber, Transcript
+
+#: webrtcvad's frame: 20 ms of 16 kHz int16.
+FRAME_BYTES = SAMPLE_RATE * 2 // 50
+#: How long a wait for the next piece is (the loop checks for cancellation in between).
+BLOCK_MS = 250
+
+
+class SpeechStopped(Exception):
+    """The stream ended without its end: aborted by the writer, or silent past the limit."""
+
+    def __init__(self, message: str, *, aborted: bool,
+                 code: ErrorCode = ErrorCode.AUDIO_STREAM_STOPPED) -> None:
+        super().__init__(message)
+        self.aborted = aborted
+        self.code = code
+
+
+@dataclass
+class Heard:
+    """A complete command, and the transcript already decoded when it still holds."""
+
+    pcm: bytes
+    ready: Transcript | None
+    ended_at: float | None
+
+
+class Pauses:
+    """Finds where the speaker pauses: ``pause_s`` of non-speech after speech."""
+
+    def __init__(self, pause_s: float) -> None:
+        import webrtcvad
+
+        self.vad = webrtcvad.Vad(2)
+        self.pause_frames = max(1, round(pause_s / 0.02))
+        self.spoken_until = 0  # bytes: the end of the last voiced frame
+        self._offset = 0
+        self._silent = 0
+        self._rest = b""
+
+    def feed(self, pcm: bytes) -> list[int]:
+        """Feed audio; the byte offsets (ends of speech) where a pause was reached."""
+        data = self._rest + pcm
+        whole = len(data) - len(data) % FRAME_BYTES
+        found = []
+        for at in range(0, whole, FRAME_BYTES):
+            self._offset += FRAME_BYTES
+            if self.vad.is_speech(data[at:at + FRAME_BYTES], SAMPLE_RATE):
+                self.spoken_until = self._offset
+                self._silent = 0
+            elif self.spoken_until:
+                self._silent += 1
+                if self._silent == self.pause_frames:
+                    found.append(self.spoken_until)
+        self._rest = data[whole:]
+        return found
+
+
+def listen(stage: Stage, transcriber: Transcriber, *, decode_at_pauses: bool,
+           complete: Callable[[str], bool]) -> Heard:
+    """Read the turn's audio to its end, decoding at pauses when asked."""
+    rt, spec = stage.rt, stage.spec
+    assert spec.audio_key is not None
+    settings = rt.settings
+    pauses = Pauses(settings.speech_pause_s) if decode_at_pauses else None
+    pcm = bytearray()
+    ready: tuple[int, Transcript] | None = None
+    after, heard_at = "0", time.monotonic()
+    while True:
+        if stage.should_stop():
+            raise SpeechStopped("the turn ended while it was spoken", aborted=True)
+        pieces = speech_stream.read(rt.redis, spec.audio_key, after, BLOCK_MS)
+        if not pieces and time.monotonic() - heard_at > settings.speech_idle_s:
+            raise SpeechStopped(f"no audio for {settings.speech_idle_s:g} s and no end: the "
+                                "speaker went away mid-command", aborted=False)
+        for piece in pieces:
+            after, heard_at = piece.id, time.monotonic()
+            if piece.abort is not None:
+                raise SpeechStopped(piece.abort, aborted=True)
+            if piece.end:
+                still = ready is not None and pauses is not None and \
+                    pauses.spoken_until <= ready[0]
+                return Heard(bytes(pcm), ready[1] if still and ready else None, piece.ended_at)
+            pcm += piece.pcm
+            if len(pcm) > settings.max_audio_bytes:  # the writer's limit, kept here too
+                raise SpeechStopped(f"the audio is over the limit of {settings.max_audio_bytes}"
+                                    " bytes (VOXQUEUE_MAX_AUDIO_BYTES)", aborted=False,
+                                    code=ErrorCode.AUDIO_INVALID)
+            for upto in pauses.feed(piece.pcm) if pauses is not None else ():
+                started = time.perf_counter()
+                partial = transcriber.transcribe(bytes(pcm[:upto]), deadline=spec.deadline)
+                ready = (upto, partial)
+                stage.emit("stt-partial", {
+                    "text": partial.text, "complete": bool(partial.text) and complete(partial.text),
+                    "at_s": round(upto / (2 * SAMPLE_RATE), 2),
+                    "ms": round((time.perf_counter() - started) * 1000, 1)})
