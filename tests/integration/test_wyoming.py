@@ -378,3 +378,29 @@ def test_zeroconf_advertises_the_server_as_home_assistant_looks_for_it(system, t
         proc.wait(10)
         log.close()
     assert found.get(f"{name}._wyoming._tcp.local.") == port, found
+
+
+def test_audio_streams_to_the_stt_job_and_a_client_leaving_mid_utterance_cancels_it(
+        server, fake, client):
+    pcm = speech_pcm()
+    active = client.keys.active_turns()
+
+    async def leave_mid_utterance() -> None:
+        async with server.client() as c:
+            await c.write_event(Transcribe().event())
+            await c.write_event(AudioStart(rate=16000, width=2, channels=1).event())
+            for at in range(0, 32000, 3200):  # one second, then the client is gone
+                await c.write_event(AudioChunk(rate=16000, width=2, channels=1,
+                                               audio=pcm[at:at + 3200]).event())
+            await asyncio.sleep(0.5)
+
+    before = time.time()
+    run(leave_mid_utterance())
+    give_up = time.time() + 10
+    while client.redis.zcard(active) and time.time() < give_up:
+        time.sleep(0.1)
+    assert client.redis.zcard(active) == 0
+    ended = client.redis.xrange(client.keys.ended_turns(), min=f"{int(before * 1000)}-0")
+    assert [fields[b"status"] for _, fields in ended] == [b"cancelled"]
+    assert fake.requests_for("transcriptions") == []
+    assert list(client.redis.scan_iter(match=client.keys.speech("*"))) == []

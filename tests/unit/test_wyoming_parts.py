@@ -61,17 +61,20 @@ def test_a_header_over_the_line_limit_is_too_large():
     asyncio.run(go())
 
 
-def test_audio_in_converts_to_16k_mono_and_refuses_too_much():
-    start = AudioStart(rate=48000, width=2, channels=2)
-    audio = AudioIn(start, max_bytes=32000)
+def test_audio_in_converts_to_16k_mono_passes_it_on_and_refuses_too_much():
+    written: list[bytes] = []
+
+    class Collect:
+        def write(self, pcm: bytes) -> None:
+            written.append(pcm)
+
+    audio = AudioIn(AudioStart(rate=48000, width=2, channels=2), max_bytes=32000, sink=Collect())
     one_second = b"\x10\x00\x20\x00" * 48000  # 48 kHz stereo
     audio.add(AudioChunk(rate=48000, width=2, channels=2, audio=one_second[:len(one_second) // 2]))
-    assert abs(len(audio.pcm) - 16000) <= 4  # half a second of 16 kHz 16-bit mono
+    assert abs(len(b"".join(written)) - 16000) <= 4  # half a second of 16 kHz 16-bit mono
     with pytest.raises(AudioTooLarge, match="VOXQUEUE_MAX_AUDIO_BYTES"):
         audio.add(AudioChunk(rate=48000, width=2, channels=2, audio=one_second))
-    assert audio.pcm == bytearray()
-    audio.add(AudioChunk(rate=48000, width=2, channels=2, audio=one_second))  # ignored now
-    assert audio.pcm == bytearray()
+    assert len(written) == 1  # what was over the limit was not passed on
 
 
 def test_describe_offline_names_the_offline_engines():

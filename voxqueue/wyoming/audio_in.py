@@ -1,7 +1,10 @@
-"""The audio of one ``transcribe`` request: converted to 16 kHz mono 16-bit as it arrives,
-and refused past the size the client API takes."""
+"""The audio of one ``transcribe`` request: converted to 16 kHz mono 16-bit as it arrives and
+passed on at once (to the turn's speech stream, which the STT job reads meanwhile), refused past
+the size the client API takes."""
 
 from __future__ import annotations
+
+from typing import Protocol
 
 from wyoming.audio import AudioChunk, AudioChunkConverter, AudioStart
 
@@ -12,24 +15,28 @@ class AudioTooLarge(ValueError):
     """More audio than ``VOXQUEUE_MAX_AUDIO_BYTES``."""
 
 
-class AudioIn:
-    """Collects one utterance (``audio-start``, ``audio-chunk``…, ``audio-stop``)."""
+class Sink(Protocol):
+    """Where the converted audio goes (``voxqueue.speech_stream.SpeechStream``)."""
 
-    def __init__(self, start: AudioStart, max_bytes: int) -> None:
+    def write(self, pcm: bytes) -> None: ...
+
+
+class AudioIn:
+    """One utterance (``audio-start``, ``audio-chunk``…, ``audio-stop``)."""
+
+    def __init__(self, start: AudioStart, max_bytes: int, sink: Sink) -> None:
         self.format = (start.rate, start.width, start.channels)
         self.max_bytes = max_bytes
+        self.sink = sink
         self.converter = AudioChunkConverter(rate=SAMPLE_RATE, width=2, channels=1)
-        self.pcm = bytearray()
-        self.refused = False
+        self.size = 0
 
     def add(self, chunk: AudioChunk) -> None:
-        """Append a chunk (any rate, width and channels); raises :class:`AudioTooLarge` once
-        the utterance is over the limit (what was collected is dropped)."""
-        if self.refused:
-            return
-        self.pcm += self.converter.convert(chunk).audio
-        if len(self.pcm) > self.max_bytes:
-            self.refused = True
-            self.pcm = bytearray()
+        """Convert a chunk (any rate, width and channels) and pass it on; raises
+        :class:`AudioTooLarge` once the utterance is over the limit."""
+        pcm = self.converter.convert(chunk).audio
+        self.size += len(pcm)
+        if self.size > self.max_bytes:
             raise AudioTooLarge(f"the audio is over {self.max_bytes} bytes of 16 kHz speech "
                                 "(VOXQUEUE_MAX_AUDIO_BYTES)")
+        self.sink.write(pcm)

@@ -23,13 +23,14 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from voxqueue.client import Client, InputError, Unavailable
+from voxqueue.client import Client, InputError, Turn, Unavailable
 from voxqueue.redaction import redact_text
 from voxqueue.settings import Settings
+from voxqueue.speech_stream import SpeechStream
 from voxqueue.wyoming.audio_in import AudioIn, AudioTooLarge
 from voxqueue.wyoming.describe import describe
 from voxqueue.wyoming.guard import CappedReader, EventTooLarge, Network, allowed
-from voxqueue.wyoming.requests import LiveTurns, RequestFailed, converse, transcribe
+from voxqueue.wyoming.requests import LiveTurns, RequestFailed, converse, transcript_of
 from voxqueue.wyoming.speech_out import SpeechFailed, SpeechOut
 
 log = structlog.get_logger("voxqueue.wyoming")
@@ -47,6 +48,7 @@ class WyomingHandler(AsyncEventHandler):
         self.allow = allow
         self.peer = writer.get_extra_info("peername")
         self.audio: AudioIn | None = None
+        self._speech: SpeechStream  # the utterance's stream, while ``audio`` is set
         self.language: str | None = None
         self.speech: SpeechOut | None = None  # a streamed synthesis being fed
         self.speeches: list[SpeechOut] = []
@@ -101,6 +103,7 @@ class WyomingHandler(AsyncEventHandler):
     async def disconnect(self) -> None:
         """The client left (or was sent away): stop its answers and cancel its turns."""
         self._is_running = False
+        self.audio = None  # an utterance under way is cancelled with the other turns
         for task in list(self.work):
             task.cancel()
         for speech in self.speeches:
@@ -118,18 +121,23 @@ class WyomingHandler(AsyncEventHandler):
         elif Transcribe.is_type(event.type):
             self.language = Transcribe.from_event(event).language
         elif AudioStart.is_type(event.type):
-            self.audio = AudioIn(AudioStart.from_event(event), self.settings.max_audio_bytes)
+            await self._drop_audio("a new audio-start")
+            await self._open_audio(AudioStart.from_event(event))
         elif AudioChunk.is_type(event.type):
             chunk = AudioChunk.from_event(event)
             if self.audio is None:  # no audio-start: take the first chunk's format
-                self.audio = AudioIn(AudioStart(rate=chunk.rate, width=chunk.width,
-                                                channels=chunk.channels),
-                                     self.settings.max_audio_bytes)
-            self.audio.add(chunk)
+                await self._open_audio(AudioStart(rate=chunk.rate, width=chunk.width,
+                                                  channels=chunk.channels))
+            assert self.audio is not None
+            await asyncio.to_thread(self.audio.add, chunk)
         elif AudioStop.is_type(event.type):
             audio, self.audio = self.audio, None
-            pcm = bytes(audio.pcm) if audio else b""
-            self._answer(self._transcribe(pcm, self.language))
+            if audio is None or audio.size == 0:
+                if audio is not None:
+                    await asyncio.to_thread(self._speech.abort, "no audio")
+                raise InputError("audio-invalid", "the audio is empty")
+            turn = await asyncio.to_thread(self._speech.end)
+            self._answer(self._transcript_of(turn, self.language))
         elif Transcript.is_type(event.type):
             said = Transcript.from_event(event)
             self._answer(self._converse(said.text, said.context))
@@ -162,8 +170,19 @@ class WyomingHandler(AsyncEventHandler):
             return {}
         return {_text(k): _text(v) for k, v in found.items()}
 
-    async def _transcribe(self, pcm: bytes, language: str | None) -> None:
-        await self.write_event(await transcribe(self.client, self.live, pcm, language))
+    async def _open_audio(self, start: AudioStart) -> None:
+        """The utterance's turn starts now: its STT job reads the audio as it arrives."""
+        self._speech = self.live.add_stream(
+            await asyncio.to_thread(self.client.stream, until="transcript"))
+        self.audio = AudioIn(start, self.settings.max_audio_bytes, self._speech)
+
+    async def _drop_audio(self, why: str) -> None:
+        if self.audio is not None:
+            self.audio = None
+            await asyncio.to_thread(self._speech.abort, f"the utterance was dropped: {why}")
+
+    async def _transcript_of(self, turn: Turn, language: str | None) -> None:
+        await self.write_event(await transcript_of(turn, language))
 
     async def _converse(self, text: str, context: dict[str, Any] | None) -> None:
         await self.write_event(await converse(self.client, self.live, text, context))

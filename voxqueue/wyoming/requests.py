@@ -13,9 +13,9 @@ from wyoming.asr import Transcript
 from wyoming.event import Event
 from wyoming.handle import Handled, NotHandled
 
-from voxqueue.audio import SAMPLE_RATE
 from voxqueue.client import Client, Turn
 from voxqueue.contracts import TurnResult
+from voxqueue.speech_stream import SpeechStream
 
 #: What a conversation id may hold once it names a voxqueue session.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
@@ -35,21 +35,28 @@ class LiveTurns:
 
     def __init__(self) -> None:
         self.turns: list[Turn] = []
+        self.streams: list[SpeechStream] = []
 
     def add(self, turn: Turn) -> Turn:
         self.turns = [t for t in self.turns if not t.done] + [turn]
         return turn
 
+    def add_stream(self, stream: SpeechStream) -> SpeechStream:
+        """A turn still being spoken: its stream is aborted if the client leaves."""
+        self.streams = [s for s in self.streams if not s.writer.closed] + [stream]
+        self.add(stream.turn)
+        return stream
+
     def cancel_all(self, reason: str) -> None:
+        for stream in self.streams:
+            stream.abort(reason)
         for turn in self.turns:
             turn.cancel(reason)
-        self.turns = []
+        self.turns, self.streams = [], []
 
 
-async def transcribe(client: Client, live: LiveTurns, pcm: bytes,
-                     language: str | None) -> Event:
-    """One STT job for the utterance; its ``transcript``."""
-    turn = live.add(await asyncio.to_thread(client.transcribe, pcm, pcm_rate=SAMPLE_RATE))
+async def transcript_of(turn: Turn, language: str | None) -> Event:
+    """The ``transcript`` that ends a speech-to-text turn."""
     result = await asyncio.to_thread(turn.wait)
     if result.status != "ok":
         raise _failed(result, "stt-failed")

@@ -54,6 +54,9 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
             heard = listening.listen(stage, transcriber, decode_at_pauses=_at_pauses(stage),
                                      complete=lambda text: bool(matcher_for(rt.tools).match(text)))
             pcm, ready = heard.pcm, heard.ready
+            if not pcm:
+                ending.fail(stage, ErrorCode.AUDIO_INVALID, "the streamed audio is empty")
+                return
             ended.update(speech_ended_at=heard.ended_at, decoded_at_pause=ready is not None)
         started = time.time()
         with span("stt.transcribe", provider=transcriber.name):
