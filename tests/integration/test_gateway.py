@@ -252,6 +252,32 @@ def test_a_streamed_capture_over_the_limit_or_unauthenticated_is_refused(gateway
     assert refused.value.response.status_code == 403
 
 
+def test_streamed_capture_starts_the_turn_with_the_speech_and_a_vanished_device_cancels_it(
+        gateway, client):
+    import json
+
+    import websockets.sync.client as wsc
+
+    with gateway.device("streamer") as device:
+        token = device.http.headers["Authorization"]
+    url = gateway.url.replace("http", "ws", 1) + "/v1/turns/stream?session=live"
+    frames = frames_of("command_time.wav")
+    with wsc.connect(url, additional_headers={"Authorization": token}, open_timeout=5) as ws:
+        for frame in frames[:10]:
+            ws.send(frame)
+        started = json.loads(ws.recv(timeout=10))  # before the utterance has ended
+        assert started["type"] == "turn"
+        turn = client.turn(started["turn_id"])
+        give_up = time.time() + 10
+        while "stt-start" not in [e.event.type for e in client.store.history(turn.turn_id)]:
+            assert time.time() < give_up, "speech to text did not start with the speech"
+            time.sleep(0.05)
+    # the device vanished mid-utterance: its turn is cancelled, its stream gone
+    result = turn.wait(timeout=30)
+    assert result.status == "cancelled"
+    assert not client.redis.exists(client.keys.speech(turn.turn_id))
+
+
 def test_no_device_token_in_the_gateways_log(gateway):
     """Last in this module: every request above was logged by now."""
     with gateway.device() as device:

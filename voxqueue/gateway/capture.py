@@ -1,12 +1,17 @@
 """Streamed capture: a device sends its utterance as audio frames over a WebSocket while the
-person speaks (``/v1/turns/stream``), and the turn starts the moment it says the utterance ended.
+person speaks (``/v1/turns/stream``).
 
 The device sends binary frames (16-bit mono PCM at ``?rate=``, 16 kHz by default), then a text
-frame ``{"type": "end"}`` (or ``{"type": "cancel"}`` to drop it). The gateway answers with one
-text frame: ``{"type": "turn", "turn_id", "session_id", "deadline"}``, or ``{"type": "error",
-"code", "message"}``, and closes; the device then follows the turn like any other. The server's
+frame ``{"type": "end"}`` (optionally with ``"spoken_until"``, the audio time of its last voiced
+frame), or ``{"type": "cancel"}`` to drop it. At 16 kHz the turn starts with the first frame
+and the frames go on to the turn's speech stream as they arrive, so speech to text runs while
+the person speaks; the gateway says ``{"type": "turn", "turn_id", "session_id", "deadline"}``
+at once (the device may follow the turn's events, partial transcripts included, meanwhile).
+At another rate the frames are collected and the turn starts at the end. A refusal is
+``{"type": "error", "code", "message"}``; the socket is closed after the end. The server's
 limits hold while the frames arrive: the size is checked at every frame, an idle socket is
-closed after ``IDLE_S``.
+closed after ``IDLE_S``, and a device that goes away mid-utterance leaves a cancelled turn
+and no stream behind.
 """
 
 from __future__ import annotations
@@ -17,8 +22,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from voxqueue.client import InputError, Unavailable
+from voxqueue.audio import SAMPLE_RATE
+from voxqueue.client import InputError, Turn, Unavailable
 from voxqueue.gateway.rules import Refused, session_of
+from voxqueue.speech_stream import SpeechStream
 
 if TYPE_CHECKING:
     from voxqueue.gateway.app import Gateway
@@ -38,35 +45,51 @@ async def stream_turn(gw: Gateway, ws: WebSocket) -> None:
         return
     await ws.accept()
     q = ws.query_params
+    speech: SpeechStream | None = None
     try:
         rate = int(q.get("rate", "16000"))
         deadline = gw._deadline(float(q["deadline_s"])) if "deadline_s" in q else None
-        session = q.get("session")
-        pcm = await _frames(ws, gw.settings.max_audio_bytes)
-        if pcm is None:
-            await ws.close()
+        session, speak = session_of(device, q.get("session")), q.get("speak", "true") != "false"
+        if rate != SAMPLE_RATE:
+            await _buffered(gw, ws, device, rate, session, speak, deadline)
             return
+        first = await _next(ws)
+        if not isinstance(first, bytes):  # ended or cancelled before any audio
+            raise Refused(400, "invalid-input", "no audio before the end")
         gw._rate(device)
-        turn = await anyio.to_thread.run_sync(lambda: gw.client.say(
-            pcm, session=session_of(device, session), device=device, pcm_rate=rate,
-            speak=q.get("speak", "true").lower() != "false", deadline_s=deadline))
-    except Refused as exc:
-        await _refuse(ws, exc.code, exc.message, TOO_BIG if exc.status == 413 else REFUSED)
+        speech = await anyio.to_thread.run_sync(lambda: gw.client.stream(
+            session=session, device=device, speak=speak, deadline_s=deadline))
+        await _send(ws, speech.turn)
+        frame: bytes | dict[str, Any] = first
+        while isinstance(frame, bytes):
+            await anyio.to_thread.run_sync(speech.write, frame)
+            frame = await _next(ws)
+        if frame.get("type") == "cancel":
+            await anyio.to_thread.run_sync(speech.abort, "cancelled by the device")
+        else:
+            until = frame.get("spoken_until")
+            await anyio.to_thread.run_sync(
+                speech.end, float(until) if isinstance(until, int | float) else None)
+        await ws.close()
+    except BaseException as exc:
+        if speech is not None and not speech.writer.closed:  # the turn goes with its stream
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(speech.abort, f"the device's stream failed: "
+                                                             f"{exc.__class__.__name__}")
+        await _refused(ws, exc)
+
+
+async def _buffered(gw: Gateway, ws: WebSocket, device: str, rate: int, session: str,
+                    speak: bool, deadline: float | None) -> None:
+    """Audio at another rate: collected, converted, and the turn started at the end."""
+    pcm = await _frames(ws, gw.settings.max_audio_bytes)
+    if pcm is None:
+        await ws.close()
         return
-    except (InputError, ValueError) as exc:
-        await _refuse(ws, getattr(exc, "code", "invalid-input"), str(exc), REFUSED)
-        return
-    except Unavailable as exc:
-        await _refuse(ws, "unavailable", str(exc), 1011)
-        return
-    except TimeoutError:
-        await _refuse(ws, "idle", f"no audio frame for {IDLE_S:g} s", REFUSED)
-        return
-    except WebSocketDisconnect:
-        return  # the device went away mid-utterance: nothing was started
-    await ws.send_text(json.dumps({"v": 1, "type": "turn", "turn_id": turn.turn_id,
-                                   "session_id": turn.session_id,
-                                   "deadline": turn.spec.deadline}))
+    gw._rate(device)
+    turn = await anyio.to_thread.run_sync(lambda: gw.client.say(
+        pcm, session=session, device=device, pcm_rate=rate, speak=speak, deadline_s=deadline))
+    await _send(ws, turn)
     await ws.close()
 
 
@@ -74,23 +97,49 @@ async def _frames(ws: WebSocket, limit: int) -> bytes | None:
     """The utterance's PCM, or None when the device cancelled it."""
     chunks: list[bytes] = []
     size = 0
-    while True:
-        with anyio.fail_after(IDLE_S):
-            message: Any = await ws.receive()
-        if message.get("type") == "websocket.disconnect":
-            raise WebSocketDisconnect(message.get("code", 1000))
-        if message.get("bytes") is not None:
-            size += len(message["bytes"])
-            if size > limit:
-                raise Refused(413, "too-large", f"the audio is over the limit of {limit} bytes")
-            chunks.append(message["bytes"])
-            continue
-        control = json.loads(message.get("text") or "{}")
-        if control.get("type") == "end":
-            return b"".join(chunks)
-        if control.get("type") == "cancel":
-            return None
+    while isinstance(frame := await _next(ws), bytes):
+        size += len(frame)
+        if size > limit:
+            raise Refused(413, "too-large", f"the audio is over the limit of {limit} bytes")
+        chunks.append(frame)
+    return None if frame.get("type") == "cancel" else b"".join(chunks)
+
+
+async def _send(ws: WebSocket, turn: Turn) -> None:
+    await ws.send_text(json.dumps({"v": 1, "type": "turn", "turn_id": turn.turn_id,
+                                   "session_id": turn.session_id,
+                                   "deadline": turn.spec.deadline}))
+
+
+async def _refused(ws: WebSocket, exc: BaseException) -> None:
+    """Tell the device why its stream was refused (when it is still there), or re-raise."""
+    if isinstance(exc, Refused):
+        await _refuse(ws, exc.code, exc.message, TOO_BIG if exc.status == 413 else REFUSED)
+    elif isinstance(exc, InputError):
+        await _refuse(ws, "too-large" if exc.code == "audio-too-large" else exc.code, str(exc),
+                      TOO_BIG if exc.code == "audio-too-large" else REFUSED)
+    elif isinstance(exc, ValueError):
+        await _refuse(ws, "invalid-input", str(exc), REFUSED)
+    elif isinstance(exc, Unavailable):
+        await _refuse(ws, "unavailable", str(exc), 1011)
+    elif isinstance(exc, TimeoutError):
+        await _refuse(ws, "idle", f"no audio frame for {IDLE_S:g} s", REFUSED)
+    elif not isinstance(exc, WebSocketDisconnect):  # the device went away: nothing to say
+        raise exc
+
+
+async def _next(ws: WebSocket) -> bytes | dict[str, Any]:
+    """The next frame (bytes) or control message (``end``/``cancel``)."""
+    with anyio.fail_after(IDLE_S):
+        message: Any = await ws.receive()
+    if message.get("type") == "websocket.disconnect":
+        raise WebSocketDisconnect(message.get("code", 1000))
+    if message.get("bytes") is not None:
+        return bytes(message["bytes"])
+    control = json.loads(message.get("text") or "{}")
+    if not isinstance(control, dict) or control.get("type") not in ("end", "cancel"):
         raise Refused(400, "invalid-input", f"unknown message {str(control)[:60]!r}")
+    return control
 
 
 async def _refuse(ws: WebSocket, code: str, message: str, close_code: int) -> None:

@@ -59,7 +59,7 @@ class GatewayClient:
                    session: str | None = None, speak: bool = True,
                    deadline_s: float | None = None) -> GatewayTurn:
         """A turn from audio sent frame by frame while it is captured (16-bit mono PCM at
-        ``rate``): the turn starts as soon as the frames end."""
+        ``rate``; at 16 kHz speech to text runs while the frames arrive)."""
         from websockets.exceptions import ConnectionClosed, WebSocketException
         from websockets.sync.client import connect
 
@@ -69,6 +69,7 @@ class GatewayClient:
         url = (self.settings.gateway_url or "").replace("http", "ws", 1).rstrip("/")
         url += "/v1/turns/stream?" + urlencode(params)
         token = self.http.headers["Authorization"]
+        answers: list[dict[str, Any]] = []
         try:
             with connect(url, additional_headers={"Authorization": token},
                          open_timeout=5) as ws:
@@ -78,19 +79,21 @@ class GatewayClient:
                     ws.send(json.dumps({"type": "end"}))
                 except ConnectionClosed:
                     pass  # refused while sending (too large, rate): its reason is waiting
-                answer = json.loads(ws.recv(timeout=15))
-        except ConnectionClosed as exc:
-            code = exc.rcvd.code if exc.rcvd else None
-            if code in (1009, 4400):
-                raise InputError("too-large" if code == 1009 else "refused",
-                                 f"the gateway refused the stream ({exc})") from exc
-            raise Unavailable(f"the gateway's stream closed: {exc}") from exc
+                try:
+                    while True:  # the turn (at once, or at the end), or why it was refused
+                        answers.append(json.loads(ws.recv(timeout=15)))
+                except ConnectionClosed:
+                    pass
         except (OSError, TimeoutError, WebSocketException) as exc:
             raise Unavailable(f"the gateway's stream at {url.split('?')[0]} failed: "
                               f"{exc.__class__.__name__}: {exc}") from exc
-        if answer.get("type") != "turn":
-            raise InputError(str(answer.get("code", "refused")), str(answer.get("message")))
-        made = TurnCreated.model_validate({k: v for k, v in answer.items() if k != "type"})
+        refused = next((a for a in answers if a.get("type") == "error"), None)
+        started = next((a for a in answers if a.get("type") == "turn"), None)
+        if refused is not None:
+            raise InputError(str(refused.get("code", "refused")), str(refused.get("message")))
+        if started is None:
+            raise Unavailable("the gateway's stream closed without a turn")
+        made = TurnCreated.model_validate({k: v for k, v in started.items() if k != "type"})
         return GatewayTurn(self, self._spec(made, "audio", None))
 
     def speak(self, text: str, *, device: str | None = None, session: str | None = None,
