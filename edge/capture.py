@@ -59,7 +59,9 @@ class Capture:
         self.no_speech_s = no_speech_s
         self.state = State.IDLE
         self.reason = ""
-        """Why the capture ended: silence, max-length, end-of-input, no-speech."""
+        """Why the capture ended: silence, max-length, end-of-input, no-speech, understood."""
+        self.ended_silence_s = 0.0
+        """The silence at the end of the command that ended last."""
         self._frames: list[bytes] = []
         self._elapsed = 0.0
         self._timeout = no_speech_s
@@ -68,6 +70,22 @@ class Capture:
     @property
     def active(self) -> bool:
         return self.state in (State.WOKE, State.SPEECH)
+
+    @property
+    def frames(self) -> list[bytes]:
+        """The frames captured so far (pre-roll first)."""
+        return self._frames
+
+    @property
+    def silence_s(self) -> float:
+        """The silence since the command's last speech (0 before it started)."""
+        return self._endpointer.silence_s if self.state is State.SPEECH else 0.0
+
+    def end_now(self, reason: str) -> State:
+        """End a command under way before its trailing silence runs out (it was understood)."""
+        if self.state is State.SPEECH:
+            return self._end(State.ENDED, reason)
+        return self.state
 
     def begin(self, preroll: Iterable[bytes] = (), *, no_speech_s: float | None = None) -> None:
         """Start listening for a command (again, when one was under way)."""
@@ -117,4 +135,5 @@ class Capture:
     def _end(self, state: State, reason: str) -> State:
         self.state = state
         self.reason = reason
+        self.ended_silence_s = self.silence_s if state is State.ENDED else 0.0
         return state

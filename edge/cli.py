@@ -69,6 +69,11 @@ def edge_command(
         float | None, typer.Option(help="Seconds during which the wake word is not heard again.")
     ] = None,
     deadline: Annotated[float | None, typer.Option(help="Turn deadline, seconds.")] = None,
+    stream: Annotated[bool | None, typer.Option(
+        "--stream/--no-stream",
+        help="Send the command while it is spoken (default), or whole once it ended.")] = None,
+    end_early: Annotated[float | None, typer.Option(
+        help="Silence that ends a command the server already understood (0: never).")] = None,
     earcons: Annotated[
         bool | None, typer.Option("--earcons/--no-earcons", help="Short sounds for errors.")
     ] = None,
@@ -115,6 +120,8 @@ def edge_command(
         "follow_up_s": follow_up,
         "cooldown_s": cooldown,
         "deadline_s": deadline,
+        "stream": stream,
+        "end_early_s": end_early,
         "earcons": earcons,
         "input_device": input_device,
         "output_device": output_device,

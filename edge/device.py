@@ -17,6 +17,7 @@ import time
 from edge.announcements import Announcement, AnnouncementListener, Feed, feed_for
 from edge.conversation import Conversation
 from edge.display import Display
+from edge.frames import FRAME_BYTES, FRAME_S
 from edge.jobs import AnnounceJob, NoticeJob, TurnJob, TurnRecord
 from edge.link import Link, redis_answers
 from edge.pipeline import Listener, NoSpeech, Utterance, Woke
@@ -24,6 +25,7 @@ from edge.player import Player
 from edge.responder import Responder
 from edge.settings import EdgeSettings
 from edge.sources import Source
+from edge.streamed import StreamedCommand
 from voxqueue.connect import connect_client
 from voxqueue.gateway.remote import GatewayClient
 from voxqueue.redis_conn import redact
@@ -69,6 +71,7 @@ class Device:
         self._unasked: queue.Queue[AnnounceJob | NoticeJob] = queue.Queue()
         self._follow_up = threading.Event()
         self.conversation = Conversation(edge)
+        self.streamed: StreamedCommand | None = None
         self.notices: list[str] = []
         self.announcements = (
             AnnouncementListener(self._feed(), self.redis_link, self._announcement)
@@ -110,6 +113,8 @@ class Device:
         """One 10 ms frame. A failure is reported and the capture dropped, never raised."""
         try:
             self._handle(self.listener.feed(frame))
+            if self.edge.stream and self.listener.capturing:
+                self._stream_capture()
             if not self.listener.capturing and not self.responder.busy:
                 self._between_turns()
             if not self.source.live:  # a file read at full speed: let each reply finish
@@ -119,17 +124,43 @@ class Device:
             self.listener.capture.take()
 
     def close(self) -> None:
+        self._drop_stream("the device stopped")
         if self.announcements is not None:
             self.announcements.close()
         self.responder.close()
         self.source.close()
         self.client.close()
 
+    # -- streaming the command while it is spoken ---------------------------------------------
+    def _stream_capture(self) -> None:
+        """Send the frames captured since the last call; end the command at once when the
+        server understood it and the speaker has paused since."""
+        capture = self.listener.capture
+        if self.streamed is None:
+            session = self.conversation.session_id()
+            self.streamed = StreamedCommand(lambda: self.client.stream(
+                session=session, device=self.edge.device, deadline_s=self.edge.deadline_s),
+                session)
+        new = capture.frames[self.streamed.sent_frames:]
+        if new:
+            self.streamed.push(b"".join(new), len(new))
+        understood = self.streamed.complete_until
+        if (understood is not None and self.edge.end_early_s > 0
+                and capture.silence_s >= self.edge.end_early_s
+                and len(capture.frames) * FRAME_S - capture.silence_s <= understood + 0.1):
+            self._handle(self.listener.end_now("understood"))
+
+    def _drop_stream(self, why: str) -> None:
+        if self.streamed is not None:
+            self.streamed.abort(why)
+            self.streamed = None
+
     # -- reactions ---------------------------------------------------------------------------
     def _handle(self, event: Woke | Utterance | NoSpeech | None) -> None:
         if event is None:
             return
         if isinstance(event, Woke):
+            self._drop_stream("the wake word was heard again")
             self._follow_up.clear()
             barge_in = self.responder.interrupt("barge-in")
             d = event.detection
@@ -144,15 +175,26 @@ class Device:
                 if self.source.live and event.reason == "silence"
                 else 0.0
             )
+            if event.reason == "understood":
+                self.display.info(f"command understood: ended after {event.silence_s:.2f} s "
+                                  "of silence")
+            streamed, self.streamed = self.streamed, None
+            if streamed is not None:  # the rest of the command, then its end
+                rest = event.pcm[streamed.sent_frames * FRAME_BYTES:]
+                if rest:
+                    streamed.push(rest, len(rest) // FRAME_BYTES)
+                streamed.end(len(event.pcm) / (FRAME_BYTES / FRAME_S) - event.silence_s)
             self.responder.submit(
                 TurnJob(
                     event.pcm,
                     time.time() - live_lag,
-                    self.conversation.session_id(),
+                    streamed.session if streamed else self.conversation.session_id(),
                     follow_up=event.wake is None,
+                    streamed=streamed,
                 )
             )
         else:
+            self._drop_stream("no command was heard")
             self.display.info("no command heard" + (" (follow-up)" if event.follow_up else ""))
 
     def _between_turns(self) -> None:

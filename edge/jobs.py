@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from edge.announcements import Announcement
 from edge.player import Played
+from edge.streamed import StreamedCommand
 
 
 @dataclass
@@ -16,6 +17,8 @@ class TurnJob:
     """Wall clock of the end of speech."""
     session: str
     follow_up: bool = False
+    streamed: StreamedCommand | None = None
+    """The command already on its way (sent while it was spoken), or None: send ``pcm``."""
 
 
 @dataclass

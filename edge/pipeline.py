@@ -30,6 +30,8 @@ class Utterance:
     reason: str
     wake: Detection | None
     """None for a follow-up (no wake word)."""
+    silence_s: float = 0.0
+    """The trailing silence at the end of ``pcm``."""
 
 
 @dataclass(frozen=True)
@@ -89,12 +91,17 @@ class Listener:
             self.capture.begin(no_speech_s=seconds)
             self._wake = None
 
+    def end_now(self, reason: str) -> Event | None:
+        """End the command under way now (the server understood it); its utterance."""
+        return self._settle(self.capture.end_now(reason))
+
     def end_of_input(self) -> Event | None:
         return self._settle(self.capture.end_of_input())
 
     def _settle(self, state: State) -> Event | None:
         if state is State.ENDED:
-            return Utterance(self.capture.take(), self.now, self.capture.reason, self._wake)
+            return Utterance(self.capture.take(), self.now, self.capture.reason, self._wake,
+                             self.capture.ended_silence_s)
         if state is State.TIMEOUT:
             self.capture.take()
             return NoSpeech(self.now, follow_up=self._wake is None)

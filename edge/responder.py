@@ -150,15 +150,19 @@ class Responder:
     def _turn(self, job: TurnJob, running: _Running) -> TurnRecord:
         record = TurnRecord(session=job.session, follow_up=job.follow_up)
         if not self._reachable():  # answer at once rather than after the client's retries
+            if job.streamed is not None:  # it must not reach the server later on its own
+                job.streamed.abandon("the server was unreachable when the command ended")
             record.status, record.error = "unsent", "Redis is unreachable"
             self.display.warn(UNREACHABLE)
             self._sound("sorry", running.stop)
             return record
-        self.display.info(f"sending {len(job.pcm) / (2 * RATE):.1f} s of speech")
+        streamed = job.streamed.wait_turn(timeout=10) if job.streamed else None
+        if streamed is None:
+            self.display.info(f"sending {len(job.pcm) / (2 * RATE):.1f} s of speech")
         try:
             turn = self._attach(
                 running,
-                self.client.say(
+                streamed or self.client.say(
                     job.pcm,
                     pcm_rate=RATE,
                     session=job.session,

@@ -75,6 +75,12 @@ class EdgeSettings(BaseSettings):
     """After the wake word, give up when no speech has started by then (nothing is sent)."""
     follow_up_s: float = Field(default=4.0, ge=0)
     """After a reply that asks a question, listen this long without the wake word (0: never)."""
+    stream: bool = True
+    """Send the command while it is spoken (speech to text runs meanwhile); off: send it whole
+    once it has ended."""
+    end_early_s: float = Field(default=0.25, ge=0)
+    """While streaming: end the command after this much silence once the server has
+    understood it as a complete command (instead of the full trailing silence; 0: never)."""
     deadline_s: float = Field(default=30.0, gt=0)
     """A turn's deadline; past it (and a grace period) the device apologizes."""
     earcons: bool = True

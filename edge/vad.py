@@ -89,6 +89,11 @@ class Endpointer:
         self._silence = 0.0
         self._talk = 0.0
 
+    @property
+    def silence_s(self) -> float:
+        """The silence since the last speech of a command under way."""
+        return self._silence if self.phase is not Phase.WAITING else 0.0
+
     def feed(self, speech: bool, frame_s: float = FRAME_S) -> Phase:
         if self.phase is Phase.WAITING:
             if speech:

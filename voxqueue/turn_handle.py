@@ -142,7 +142,9 @@ class Turn:
         store = self.client.store
         if store.ended(self.turn_id):
             return False
-        store.cancel(self.turn_id, reason)
+        # The event first: a stage that sees the flag ends the turn at once, and nothing is
+        # written after the end.
         store.emit(self.turn_id, "cancelled", {"reason": reason})
+        store.cancel(self.turn_id, reason)
         store.finish(self.spec, "cancelled")
         return True

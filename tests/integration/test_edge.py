@@ -414,3 +414,22 @@ def test_two_turns_offline_are_transcribed_from_the_device_audio(offline_system,
     assert "timer" in (turns[1].transcript or "").lower(), turns[1]
     assert all(t.status == "ok" and t.reply for t in turns), turns
     assert all(t.played is not None and t.played.bytes > 0 for t in turns)
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_the_command_is_sent_while_it_is_spoken_or_whole_with_no_stream(
+        system, client, fake, tmp_path, stream):
+    fake.script_transcripts("What time is it in Tokyo?")
+    pcm = pcm_of("hey_jarvis_time_tokyo.wav") + silence(1.5)
+    source = WavSource(write_wav(tmp_path / "command.wav", pcm), realtime=True)
+    edge = Edge(system.env["VOXQUEUE_REDIS_URL"], source, tmp_path / "out",
+                session=f"stream-{stream}", stream=stream).run()
+    (record,) = edge.device.turns
+    assert record.status == "ok", record
+    history = events(client, record.turn_id)
+    (started,) = [e for e in history if e.type == "stt-start"]
+    (ended,) = [e for e in history if e.type == "stt-end"]
+    assert started.data["streamed"] is stream
+    if stream:  # speech to text began while the person was still speaking
+        assert started.ts < ended.data["speech_ended_at"] - 1.0
+    assert not client.redis.exists(client.keys.speech(record.turn_id))

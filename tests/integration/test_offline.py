@@ -5,6 +5,7 @@ runs with each offline recognizer."""
 from __future__ import annotations
 
 import importlib.util
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -225,8 +226,10 @@ def test_a_streamed_command_is_decoded_at_its_pause_before_it_ends(client):
     pcm = read_speech(SPEECH / "command_weather_paris.wav", max_bytes=10**8,
                       max_seconds=600).data + bytes(32000)  # and a second of silence
     with client.stream(session=f"offline-stream-{client.engine}") as speech:
-        for at in range(0, len(pcm), 640):
+        start = time.monotonic()
+        for at in range(0, len(pcm), 640):  # at the pace of speech, as a microphone
             speech.write(pcm[at:at + 640])
+            time.sleep(max(0.0, start + (at + 640) / 32000 - time.monotonic()))
     turn = speech.turn
     result = turn.wait(timeout=90)
     assert result.status == "ok", result.error
@@ -235,3 +238,25 @@ def test_a_streamed_command_is_decoded_at_its_pause_before_it_ends(client):
     (ended,) = events_of(turn, "stt-end")
     assert ended["decoded_at_pause"] is True and ended["text"] == partials[-1]["text"]
     assert called(turn) == [("get_weather", {"location": "paris"})]
+
+
+def test_the_edge_ends_a_command_as_soon_as_it_is_understood(client, offline, tmp_path):
+    """Offline, the command streams from the edge while it is spoken; the worker decodes it at
+    the speaker's pause, finds a complete command, and the edge ends it after 0.25 s of silence
+    instead of the full trailing silence (2 s here, so a slow machine still makes it): the
+    transcript is already there."""
+    from edge.sources import WavSource
+    from tests.integration.test_edge import Edge, pcm_of, silence, write_wav
+
+    pcm = pcm_of("hey_jarvis_weather_paris.wav") + silence(2.0)
+    source = WavSource(write_wav(tmp_path / "command.wav", pcm), realtime=True)
+    edge = Edge(offline.env["VOXQUEUE_REDIS_URL"], source, tmp_path / "out",
+                session=f"early-{client.engine}", silence="2.0").run()
+    screen = edge.screen.getvalue()
+    (record,) = edge.device.turns
+    assert record.status == "ok", screen
+    assert "command understood" in screen, screen
+    history = [e.event for e in client.store.history(record.turn_id)]
+    (ended,) = [e for e in history if e.type == "stt-end"]
+    assert ended.data["decoded_at_pause"] is True
+    assert "paris" in ended.data["text"].lower()

@@ -15,6 +15,7 @@ import httpx
 from voxqueue.client import InputError, Turn, Unavailable
 from voxqueue.contracts import TurnEvent, TurnSpec
 from voxqueue.contracts.gateway import Entries, GatewayError, TurnCreated
+from voxqueue.gateway.speech import GatewaySpeechStream
 from voxqueue.settings import Settings
 from voxqueue.turns import StreamEntry
 
@@ -55,6 +56,32 @@ class GatewayClient:
         made = self._created(self._call("POST", "/v1/turns/audio", params=params, content=data))
         return GatewayTurn(self, self._spec(made, "audio", None, created_at))
 
+    def stream(self, *, session: str | None = None, device: str | None = None,
+               speak: bool = True, deadline_s: float | None = None) -> GatewaySpeechStream:
+        """A command written while it is spoken (16 kHz mono int16), as ``Client.stream``:
+        the turn starts with the first frame. ``device`` is the token's own."""
+        from websockets.exceptions import WebSocketException
+        from websockets.sync.client import connect
+
+        url = self._stream_url(16000, session, speak, deadline_s)
+        try:
+            ws = connect(url, additional_headers={"Authorization":
+                                                  self.http.headers["Authorization"]},
+                         open_timeout=5)
+        except (OSError, TimeoutError, WebSocketException) as exc:
+            raise Unavailable(f"the gateway's stream at {url.split('?')[0]} failed: "
+                              f"{exc.__class__.__name__}: {exc}") from exc
+        return GatewaySpeechStream(ws, lambda made: GatewayTurn(
+            self, self._spec(made, "audio", None)))
+
+    def _stream_url(self, rate: int, session: str | None, speak: bool,
+                    deadline_s: float | None) -> str:
+        params = {"rate": rate, "speak": str(speak).lower(),
+                  **({"session": session} if session else {}),
+                  **({"deadline_s": deadline_s} if deadline_s else {})}
+        url = (self.settings.gateway_url or "").replace("http", "ws", 1).rstrip("/")
+        return url + "/v1/turns/stream?" + urlencode(params)
+
     def say_frames(self, frames: Iterable[bytes], *, rate: int = 16000,
                    session: str | None = None, speak: bool = True,
                    deadline_s: float | None = None) -> GatewayTurn:
@@ -63,11 +90,7 @@ class GatewayClient:
         from websockets.exceptions import ConnectionClosed, WebSocketException
         from websockets.sync.client import connect
 
-        params = {"rate": rate, "speak": str(speak).lower(),
-                  **({"session": session} if session else {}),
-                  **({"deadline_s": deadline_s} if deadline_s else {})}
-        url = (self.settings.gateway_url or "").replace("http", "ws", 1).rstrip("/")
-        url += "/v1/turns/stream?" + urlencode(params)
+        url = self._stream_url(rate, session, speak, deadline_s)
         token = self.http.headers["Authorization"]
         answers: list[dict[str, Any]] = []
         try:

@@ -46,14 +46,17 @@ class Heard:
 
 
 class Pauses:
-    """Finds where the speaker pauses: ``pause_s`` of non-speech after speech."""
+    """Finds where the speaker pauses: ``pause_s`` of non-speech after speech (once there has
+    been ``speech_s`` of it: a click is not a command)."""
 
-    def __init__(self, pause_s: float) -> None:
+    def __init__(self, pause_s: float, speech_s: float = 0.3) -> None:
         import webrtcvad
 
         self.vad = webrtcvad.Vad(2)
         self.pause_frames = max(1, round(pause_s / 0.02))
+        self.speech_frames = max(1, round(speech_s / 0.02))
         self.spoken_until = 0  # bytes: the end of the last voiced frame
+        self._voiced = 0
         self._offset = 0
         self._silent = 0
         self._rest = b""
@@ -67,10 +70,11 @@ class Pauses:
             self._offset += FRAME_BYTES
             if self.vad.is_speech(data[at:at + FRAME_BYTES], SAMPLE_RATE):
                 self.spoken_until = self._offset
+                self._voiced += 1
                 self._silent = 0
             elif self.spoken_until:
                 self._silent += 1
-                if self._silent == self.pause_frames:
+                if self._silent == self.pause_frames and self._voiced >= self.speech_frames:
                     found.append(self.spoken_until)
         self._rest = data[whole:]
         return found
@@ -93,6 +97,7 @@ def listen(stage: Stage, transcriber: Transcriber, *, decode_at_pauses: bool,
         if not pieces and time.monotonic() - heard_at > settings.speech_idle_s:
             raise SpeechStopped(f"no audio for {settings.speech_idle_s:g} s and no end: the "
                                 "speaker went away mid-command", aborted=False)
+        latest = None  # the last pause in what has arrived
         for piece in pieces:
             after, heard_at = piece.id, time.monotonic()
             if piece.abort is not None:
@@ -107,10 +112,14 @@ def listen(stage: Stage, transcriber: Transcriber, *, decode_at_pauses: bool,
                                     " bytes (VOXQUEUE_MAX_AUDIO_BYTES)", aborted=False,
                                     code=ErrorCode.AUDIO_INVALID)
             for upto in pauses.feed(piece.pcm) if pauses is not None else ():
-                started = time.perf_counter()
-                partial = transcriber.transcribe(bytes(pcm[:upto]), deadline=spec.deadline)
-                ready = (upto, partial)
-                stage.emit("stt-partial", {
-                    "text": partial.text, "complete": bool(partial.text) and complete(partial.text),
-                    "at_s": round(upto / (2 * SAMPLE_RATE), 2),
-                    "ms": round((time.perf_counter() - started) * 1000, 1)})
+                latest = upto
+        # Only a pause the speaker is still in is worth decoding: one already followed by
+        # speech (a decode ran long, the audio went on) would be decoded for nothing.
+        if latest is not None and pauses is not None and pauses.spoken_until <= latest:
+            started = time.perf_counter()
+            partial = transcriber.transcribe(bytes(pcm[:latest]), deadline=spec.deadline)
+            ready = (latest, partial)
+            stage.emit("stt-partial", {
+                "text": partial.text, "complete": bool(partial.text) and complete(partial.text),
+                "at_s": round(latest / (2 * SAMPLE_RATE), 2),
+                "ms": round((time.perf_counter() - started) * 1000, 1)})
