@@ -133,7 +133,7 @@ class Capture:
         return pcm
 
     def _end(self, state: State, reason: str) -> State:
+        self.ended_silence_s = self.silence_s if state is State.ENDED else 0.0
         self.state = state
         self.reason = reason
-        self.ended_silence_s = self.silence_s if state is State.ENDED else 0.0
         return state

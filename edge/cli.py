@@ -88,6 +88,9 @@ def edge_command(
     quiet: Annotated[
         bool, typer.Option(help="Show only transcripts, replies and problems.")
     ] = False,
+    json_lines: Annotated[bool, typer.Option(
+        "--json", help="Print one JSON line per command on stdout: its status, transcript, "
+        "reply and timings (speech end to first audio, endpoint wait, transcript).")] = False,
 ) -> None:
     """Listen for the wake word, send commands as turns, play the replies."""
     from pydantic import ValidationError
@@ -104,7 +107,10 @@ def edge_command(
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    err = Display(quiet=quiet)
+    from rich.console import Console
+
+    # With --json, stdout holds only the JSON lines: the screen goes to stderr.
+    err = Display(Console(stderr=json_lines, highlight=False, soft_wrap=True), quiet=quiet)
     if wav is not None and stdin:
         err.warn("choose --wav or --stdin, not both")
         raise typer.Exit(2)
@@ -152,6 +158,7 @@ def edge_command(
         Player(output, realtime=source.live),
         err,
         announcements=announcements,
+        report=_print_json if json_lines else None,
     )
 
     def on_term(signum: int, frame: object) -> None:
@@ -165,6 +172,14 @@ def edge_command(
     except SourceError as exc:  # the microphone went away: let the supervisor restart us
         err.warn(str(exc))
         raise typer.Exit(1) from exc
+
+
+def _print_json(record: Any) -> None:
+    import json
+
+    print(json.dumps({"turn_id": record.turn_id, "status": record.status,
+                      "transcript": record.transcript, "reply": record.reply,
+                      **(record.timings or {})}), flush=True)
 
 
 def main(args: list[str] | None = None) -> None:

@@ -13,6 +13,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 
 from edge.announcements import Announcement, AnnouncementListener, Feed, feed_for
 from edge.conversation import Conversation
@@ -46,10 +47,13 @@ class Device:
         display: Display | None = None,
         *,
         announcements: bool = True,
+        report: Callable[[TurnRecord], None] | None = None,
     ) -> None:
 
         self.edge = edge
         self.settings = settings
+        self.report = report
+        """Called with each command's record once it is done (``--json``)."""
         self.source = source
         self.display = display or Display()
         self.listener = Listener.from_settings(edge)
@@ -170,11 +174,7 @@ class Device:
                 f"{', starting over' if event.restarted else ''}[/]"
             )
         elif isinstance(event, Utterance):
-            live_lag = (
-                self.edge.trailing_silence_s
-                if self.source.live and event.reason == "silence"
-                else 0.0
-            )
+            live_lag = event.silence_s if self.source.live else 0.0
             if event.reason == "understood":
                 self.display.info(f"command understood: ended after {event.silence_s:.2f} s "
                                   "of silence")
@@ -191,6 +191,7 @@ class Device:
                     streamed.session if streamed else self.conversation.session_id(),
                     follow_up=event.wake is None,
                     streamed=streamed,
+                    endpoint_wait_s=event.silence_s,
                 )
             )
         else:
@@ -212,6 +213,8 @@ class Device:
 
     # -- called from other threads ---------------------------------------------------------
     def _turn_done(self, record: TurnRecord) -> None:
+        if self.report is not None:
+            self.report(record)
         asked = (record.reply or "").rstrip().endswith("?")
         if record.status == "ok" and asked and not record.interrupted and self.edge.follow_up_s > 0:
             self._follow_up.set()

@@ -3,7 +3,8 @@ became of each command."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 
 from edge.announcements import Announcement
 from edge.player import Played
@@ -14,9 +15,13 @@ from edge.streamed import StreamedCommand
 class TurnJob:
     pcm: bytes
     ended_at: float
-    """Wall clock of the end of speech."""
+    """Wall clock of the end of speech (the last voiced frame)."""
     session: str
     follow_up: bool = False
+    endpoint_wait_s: float = 0.0
+    """The silence the device waited for before it took the command as ended."""
+    decided_at: float = field(default_factory=time.time)
+    """Wall clock when the device took the command as ended."""
     streamed: StreamedCommand | None = None
     """The command already on its way (sent while it was spoken), or None: send ``pcm``."""
 
@@ -52,3 +57,7 @@ class TurnRecord:
     error: str | None = None
     told: bool = False
     """This turn's failure began an outage: the outage notice tells the user."""
+    timings: dict[str, float | None] | None = None
+    """``speech_end_to_first_audio_ms`` (last voiced frame to the first reply audio in
+    hand), ``endpoint_wait_ms`` (the silence waited for), ``transcript_ms`` (the command's
+    end to its transcript), ``streamed``."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 import wave
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -43,6 +44,8 @@ class Played:
     bytes: int
     stopped: bool
     path: Path | None = None
+    first_at: float | None = None
+    """Wall clock when the first audio was in hand."""
 
     @property
     def seconds(self) -> float:
@@ -66,8 +69,10 @@ class Player:
         stream: Stream | None = None
         played = 0
         stopped = False
+        first_at = None
         try:
             for chunk in chunks:
+                first_at = first_at or time.time()
                 if stop.is_set():
                     stopped = True
                     break
@@ -93,7 +98,7 @@ class Player:
         finally:
             if stream is not None:
                 stream.close(abort=stopped)
-        result = Played(name, played, stopped, getattr(stream, "path", None))
+        result = Played(name, played, stopped, getattr(stream, "path", None), first_at)
         self.history.append(result)
         return result
 

@@ -182,6 +182,7 @@ class Responder:
             return record
         record.turn_id = turn.turn_id
         self._play_turn(turn, f"turn-{turn.turn_id}", running, record)
+        record.timings = _timings(job, turn, record)
         if record.interrupted:
             return record
         if record.status in ("timeout", "lost"):
@@ -282,3 +283,17 @@ class Responder:
             turn.cancel(reason)
         except Exception as exc:
             log.warning("edge: cancelling turn %s failed: %s", turn.turn_id, exc)
+
+
+def _timings(job: TurnJob, turn: ShownTurn, record: TurnRecord) -> dict[str, float | None]:
+    """What the person waited for, from the device's clock and the turn's events."""
+    stt_end = next((e.event.ts for e in turn._entries if e.event.type == "stt-end"), None)
+    first = record.played.first_at if record.played else None
+    return {
+        "speech_end_to_first_audio_ms": round((first - job.ended_at) * 1000, 1)
+        if first else None,
+        "endpoint_wait_ms": round(job.endpoint_wait_s * 1000, 1),
+        "transcript_ms": round(max(0.0, stt_end - job.decided_at) * 1000, 1)
+        if stt_end else None,
+        "streamed": float(job.streamed is not None),
+    }

@@ -433,3 +433,29 @@ def test_the_command_is_sent_while_it_is_spoken_or_whole_with_no_stream(
     if stream:  # speech to text began while the person was still speaking
         assert started.ts < ended.data["speech_ended_at"] - 1.0
     assert not client.redis.exists(client.keys.speech(record.turn_id))
+
+
+def test_edge_json_reports_each_command_with_its_timings(system, fake, tmp_path):
+    """``voxqueue edge --wav F --realtime --json``: one JSON line per command on stdout, the
+    screen on stderr; ``--no-stream`` for today's whole-command path, compared in one run."""
+    import json
+
+    fake.script_transcripts({"text": "What time is it in Tokyo?", "repeat": True})
+    wav = write_wav(tmp_path / "command.wav", pcm_of("hey_jarvis_time_tokyo.wav") + silence(2))
+    reports = {}
+    for flag in ("--stream", "--no-stream"):
+        done = subprocess.run(
+            [*VOXQUEUE, "edge", "--wav", str(wav), "--realtime", "--json", flag,
+             "--audio-out", str(tmp_path / flag), "--no-announcements"],
+            env={**system.env, "VOXQUEUE_EDGE_DEVICE": "json-edge"}, cwd=ROOT,
+            capture_output=True, text=True, timeout=90)
+        assert done.returncode == 0, done.stderr
+        (line,) = done.stdout.splitlines()
+        reports[flag] = json.loads(line)
+        assert "wake word" in done.stderr
+    for flag, report in reports.items():
+        assert report["status"] == "ok" and report["transcript"] == "What time is it in Tokyo?"
+        assert report["streamed"] == (1.0 if flag == "--stream" else 0.0)
+        assert 0 < report["speech_end_to_first_audio_ms"] < 10_000, report
+        assert report["endpoint_wait_ms"] >= 690  # the cloud engine: no early end here
+        assert report["transcript_ms"] is not None
