@@ -416,28 +416,10 @@ def test_two_turns_offline_are_transcribed_from_the_device_audio(offline_system,
     assert all(t.played is not None and t.played.bytes > 0 for t in turns)
 
 
-@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
-def test_the_command_is_sent_while_it_is_spoken_or_whole_with_no_stream(
-        system, client, fake, tmp_path, stream):
-    fake.script_transcripts("What time is it in Tokyo?")
-    pcm = pcm_of("hey_jarvis_time_tokyo.wav") + silence(1.5)
-    source = WavSource(write_wav(tmp_path / "command.wav", pcm), realtime=True)
-    edge = Edge(system.env["VOXQUEUE_REDIS_URL"], source, tmp_path / "out",
-                session=f"stream-{stream}", stream=stream).run()
-    (record,) = edge.device.turns
-    assert record.status == "ok", record
-    history = events(client, record.turn_id)
-    (started,) = [e for e in history if e.type == "stt-start"]
-    (ended,) = [e for e in history if e.type == "stt-end"]
-    assert started.data["streamed"] is stream
-    if stream:  # speech to text began while the person was still speaking
-        assert started.ts < ended.data["speech_ended_at"] - 1.0
-    assert not client.redis.exists(client.keys.speech(record.turn_id))
-
-
-def test_edge_json_reports_each_command_with_its_timings(system, fake, tmp_path):
+def test_edge_json_reports_each_command_with_its_timings(system, client, fake, tmp_path):
     """``voxqueue edge --wav F --realtime --json``: one JSON line per command on stdout, the
-    screen on stderr; ``--no-stream`` for today's whole-command path, compared in one run."""
+    screen on stderr. Streamed (the default), speech to text starts while the person speaks;
+    ``--no-stream`` sends the whole command at its end, as before."""
     import json
 
     fake.script_transcripts({"text": "What time is it in Tokyo?", "repeat": True})
@@ -459,3 +441,10 @@ def test_edge_json_reports_each_command_with_its_timings(system, fake, tmp_path)
         assert 0 < report["speech_end_to_first_audio_ms"] < 10_000, report
         assert report["endpoint_wait_ms"] >= 690  # the cloud engine: no early end here
         assert report["transcript_ms"] is not None
+        history = events(client, report["turn_id"])
+        (started,) = [e for e in history if e.type == "stt-start"]
+        (ended,) = [e for e in history if e.type == "stt-end"]
+        assert started.data["streamed"] is (flag == "--stream")
+        if flag == "--stream":  # speech to text began while the person was still speaking
+            assert started.ts < ended.data["speech_ended_at"] - 1.0
+        assert not client.redis.exists(client.keys.speech(report["turn_id"]))

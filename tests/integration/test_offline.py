@@ -134,7 +134,8 @@ def test_remember_where_the_car_is(client):
 
 def test_two_requests_in_one_sentence(client):
     turn, result = say(client, "command_two_things.wav")
-    assert called(turn) == [
+    # both calls run in parallel: which one starts first is not an order to test
+    assert sorted(called(turn)) == [
         ("get_current_time", {"timezone": "london"}),
         ("get_weather", {"location": "berlin"}),
     ]
