@@ -423,7 +423,7 @@ def test_edge_json_reports_each_command_with_its_timings(system, client, fake, t
     import json
 
     fake.script_transcripts({"text": "What time is it in Tokyo?", "repeat": True})
-    wav = write_wav(tmp_path / "command.wav", pcm_of("hey_jarvis_time_tokyo.wav") + silence(2))
+    wav = write_wav(tmp_path / "command.wav", pcm_of("hey_jarvis_time_tokyo.wav") + silence(1))
     reports = {}
     for flag in ("--stream", "--no-stream"):
         done = subprocess.run(

@@ -72,17 +72,13 @@ def test_spoken_commands_are_heard_as_the_same_request(stt, entry):
     assert heard.source == "commands"
 
 
-def test_the_biased_model_beats_the_general_one_on_commands(stt):
-    def right(biased: bool) -> int:
-        return sum(
-            comparable(stt.matcher, stt.recognize(pcm_of(e["file"]), biased=biased).text)
-            == comparable(stt.matcher, e["text"])
-            for e in COMMANDS
-        )
-
-    general, biased = right(False), right(True)
-    print(f"commands right: general {general}/{len(COMMANDS)}, biased {biased}/{len(COMMANDS)}")
-    assert biased == len(COMMANDS) > general
+def test_the_general_model_alone_gets_commands_wrong(stt):
+    """Why the biased model is there: the general one alone misses commands that the biased
+    one gets right (each of them, by the test above)."""
+    missed = next((e["file"] for e in COMMANDS  # stops at the first miss: ~3 s a decode
+                   if comparable(stt.matcher, stt.recognize(pcm_of(e["file"]), biased=False).text)
+                   != comparable(stt.matcher, e["text"])), None)
+    assert missed is not None, "the general model alone got every command right"
 
 
 def test_free_speech_falls_back_to_the_general_model(stt):
