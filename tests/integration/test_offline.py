@@ -249,6 +249,9 @@ def test_the_edge_ends_a_command_as_soon_as_it_is_understood(client, offline, tm
     from edge.sources import WavSource
     from tests.integration.test_edge import Edge, pcm_of, silence, write_wav
 
+    if client.engine == "whisper":  # the same path; pocketsphinx is the engine #18 aims at
+        pytest.skip("measured with pocketsphinx only (CI's time budget)")
+
     pcm = pcm_of("hey_jarvis_weather_paris.wav") + silence(2.0)
     source = WavSource(write_wav(tmp_path / "command.wav", pcm), realtime=True)
     edge = Edge(offline.env["VOXQUEUE_REDIS_URL"], source, tmp_path / "out",
