@@ -10,18 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from wyoming.asr import Transcript
-from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.tts import Synthesize
 
-from edge.frames import RATE
 from voxqueue.client import Turn
 from voxqueue.playback import in_speaking_order
 from voxqueue.turns import StreamEntry
-
-#: The largest ``audio-chunk`` sent: 0.1 s of speech.
-CHUNK_BYTES = RATE * 2 // 10
+from voxqueue.wyoming import audio_out
 
 
 def answer_events(turn: Turn, *, spoken: bool = True) -> Iterator[Event]:
@@ -48,15 +44,15 @@ def answer_events(turn: Turn, *, spoken: bool = True) -> Iterator[Event]:
                                    code=str(data.get("code", "error"))).event())
             yield entry
 
-    started = False
+    sent = None  # bytes of reply audio sent; None before its audio-start
     for pcm in in_speaking_order(watched()):
         yield from marks
         marks.clear()
-        if not started:
-            started = True
-            yield AudioStart(rate=RATE, width=2, channels=1).event()
-        for at in range(0, len(pcm), CHUNK_BYTES):
-            yield AudioChunk(rate=RATE, width=2, channels=1, audio=pcm[at:at + CHUNK_BYTES]).event()
+        if sent is None:
+            sent = 0
+            yield audio_out.start()
+        yield from audio_out.chunks(pcm, sent)
+        sent += len(pcm)
     yield from marks
-    if started:
-        yield AudioStop().event()
+    if sent is not None:
+        yield audio_out.stop(sent)

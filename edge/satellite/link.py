@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from wyoming.asr import Transcribe, Transcript
-from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.audio import AudioChunk, AudioStop
 from wyoming.client import AsyncClient
 from wyoming.error import Error
 from wyoming.event import Event
@@ -32,11 +32,12 @@ from edge.conversation import Conversation
 from edge.frames import RATE
 from edge.link import Backoff
 from edge.pipeline import NoSpeech, Utterance, Woke
-from edge.satellite.answer import CHUNK_BYTES, answer_events
+from edge.satellite.answer import answer_events
 from edge.satellite.ears import Ears, SpeechStarted
 from edge.settings import EdgeSettings
 from voxqueue.client import Client, Turn
 from voxqueue.gateway.remote import GatewayClient
+from voxqueue.wyoming import audio_out
 from voxqueue.wyoming.threads import in_thread
 
 log = logging.getLogger("voxqueue.satellite")
@@ -179,11 +180,9 @@ class SatelliteLink:
 
     async def _announce(self, item: Announcement) -> None:
         if item.pcm:
-            await self._write(AudioStart(rate=RATE, width=2, channels=1).event())
-            for at in range(0, len(item.pcm), CHUNK_BYTES):
-                await self._write(AudioChunk(rate=RATE, width=2, channels=1,
-                                             audio=item.pcm[at:at + CHUNK_BYTES]).event())
-            await self._write(AudioStop().event())
+            for event in (audio_out.start(), *audio_out.chunks(item.pcm),
+                          audio_out.stop(len(item.pcm))):
+                await self._write(event)
             return
         turn = await asyncio.to_thread(self.client.speak, item.text, device=self.edge.device)
         async for event in in_thread(lambda: answer_events(turn, spoken=False)):

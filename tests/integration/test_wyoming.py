@@ -32,7 +32,7 @@ from wyoming.tts import (
 
 from tests.conftest import ROOT, SPEECH, free_port
 from voxqueue.audio import read_speech
-from voxqueue.wyoming.speech_out import CHUNK_BYTES
+from voxqueue.wyoming.audio_out import CHUNK_BYTES
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]

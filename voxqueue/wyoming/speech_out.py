@@ -12,18 +12,14 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
 from wyoming.tts import SynthesizeStopped
 
-from voxqueue.audio import SAMPLE_RATE
 from voxqueue.client import Client, Turn
 from voxqueue.sentences import SentenceSplitter
+from voxqueue.wyoming import audio_out
 from voxqueue.wyoming.requests import LiveTurns
 from voxqueue.wyoming.threads import in_thread
-
-#: The largest ``audio-chunk`` sent: 0.1 s of speech (players and satellites expect small ones).
-CHUNK_BYTES = SAMPLE_RATE * 2 // 10
 
 Write = Callable[[Event], Awaitable[None]]
 
@@ -86,25 +82,19 @@ class SpeechOut:
                 self.relayed = True
 
     async def _relay_in_order(self) -> None:
-        await self.write(AudioStart(rate=SAMPLE_RATE, width=2, channels=1).event())
+        await self.write(audio_out.start())
         sent = 0
         while (turn := await self._queue.get()) is not None:
             async for pcm in in_thread(turn.playback):
-                for at in range(0, len(pcm), CHUNK_BYTES):
-                    part = pcm[at:at + CHUNK_BYTES]
-                    if self.first_audio_at is None:
-                        self.first_audio_at = time.time()
-                    await self.write(AudioChunk(rate=SAMPLE_RATE, width=2, channels=1,
-                                                audio=part, timestamp=_ms(sent)).event())
-                    sent += len(part)
+                if self.first_audio_at is None:
+                    self.first_audio_at = time.time()
+                for event in audio_out.chunks(pcm, sent):
+                    await self.write(event)
+                sent += len(pcm)
             result = turn.result()
             if result.status != "ok":
                 message = (result.error or {}).get("message") or result.status
                 raise SpeechFailed(f"the sentence {turn.spec.text!r} was not spoken: {message}")
-        await self.write(AudioStop(timestamp=_ms(sent)).event())
+        await self.write(audio_out.stop(sent))
         if self._trailer is not None:
             await self.write(self._trailer)
-
-
-def _ms(pcm_bytes: int) -> int:
-    return pcm_bytes * 1000 // (SAMPLE_RATE * 2)
