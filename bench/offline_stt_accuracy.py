@@ -111,6 +111,23 @@ def pcm_of(path: Path) -> bytes:
         return w.readframes(w.getnframes())
 
 
+class HeardLive:
+    """A ``Listener`` given the audio as a stream would (60 ms pieces), then its end: the path
+    a streamed command takes."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine, self.name = engine, f"{engine.name}, heard live"
+
+    def transcribe(self, pcm: bytes, *, deadline: float) -> Any:
+        hearing = self.engine.hear()
+        try:
+            for at in range(0, len(pcm), 1920):
+                hearing.feed(pcm[at:at + 1920])
+            return hearing.finish()
+        finally:
+            hearing.close()
+
+
 def engines(settings: Settings) -> dict[str, Transcriber]:
     """The engines as the settings configure them, Whisper with the other beam size and Whisper
     with its 30 s window only (no short first pass)."""
@@ -118,7 +135,8 @@ def engines(settings: Settings) -> dict[str, Transcriber]:
     from workers.stt.providers.whisper_stt import WhisperTranscriber
 
     other = 5 if settings.whisper_beam_size == 1 else 1
-    return {"pocketsphinx": PocketsphinxTranscriber(settings, assemble_tools(settings, mcp=False)),
+    sphinx = PocketsphinxTranscriber(settings, assemble_tools(settings, mcp=False))
+    return {"pocketsphinx": sphinx, "pocketsphinx, heard live": HeardLive(sphinx),
             "whisper": WhisperTranscriber(settings),
             f"whisper, beam {other}": WhisperTranscriber(
                 settings.model_copy(update={"whisper_beam_size": other})),
@@ -126,10 +144,12 @@ def engines(settings: Settings) -> dict[str, Transcriber]:
                 settings.model_copy(update={"whisper_short_window_s": 0}))}
 
 
-def accuracy(settings: Settings) -> dict[str, list[dict[str, Any]]]:
+def accuracy(settings: Settings, only: str = "") -> dict[str, list[dict[str, Any]]]:
     matcher = matcher_for(assemble_tools(settings, mcp=False))
     rows: dict[str, list[dict[str, Any]]] = {}
     for name, engine in engines(settings).items():
+        if only and not name.startswith(only):
+            continue
         rows[name] = []
         for entry in recordings():
             pcm = pcm_of(entry["path"])
@@ -212,9 +232,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--no-e2e", action="store_true", help="skip the end-to-end rows")
     parser.add_argument("--rounds", type=int, default=2, help="end-to-end passes per engine")
+    parser.add_argument("--only", default="", help="engines whose name starts with this")
     args = parser.parse_args()
     settings = Settings(_env_file=None)  # type: ignore[call-arg]
-    rows = accuracy(settings)
+    rows = accuracy(settings, args.only)
     e2e: dict[str, list[float]] = {}
     if not args.no_e2e:
         commands = [e for e in recordings() if e["heldout"] and e.get("room") == "quiet"

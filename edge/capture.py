@@ -87,6 +87,12 @@ class Capture:
             return self._end(State.ENDED, reason)
         return self.state
 
+    def hold_for(self, trailing_silence_s: float | None) -> None:
+        """The silence that ends the command under way: at least ``trailing_silence_s`` (the
+        words so far stop mid-sentence), or the usual (None)."""
+        wanted = max(self.trailing_silence_s, trailing_silence_s or 0.0)
+        self._endpointer.trailing_silence_s = wanted
+
     def begin(self, preroll: Iterable[bytes] = (), *, no_speech_s: float | None = None) -> None:
         """Start listening for a command (again, when one was under way)."""
         self.vad.reset()

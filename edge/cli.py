@@ -74,6 +74,8 @@ def edge_command(
         help="Send the command while it is spoken (default), or whole once it ended.")] = None,
     end_early: Annotated[float | None, typer.Option(
         help="Silence that ends a command the server already understood (0: never).")] = None,
+    wait_unfinished: Annotated[float | None, typer.Option(
+        help="Silence that ends a command heard to stop mid-sentence (0: the usual).")] = None,
     earcons: Annotated[
         bool | None, typer.Option("--earcons/--no-earcons", help="Short sounds for errors.")
     ] = None,
@@ -128,6 +130,7 @@ def edge_command(
         "deadline_s": deadline,
         "stream": stream,
         "end_early_s": end_early,
+        "unfinished_wait_s": wait_unfinished,
         "earcons": earcons,
         "input_device": input_device,
         "output_device": output_device,

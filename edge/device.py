@@ -148,11 +148,16 @@ class Device:
         new = capture.frames[self.streamed.sent_frames:]
         if new:
             self.streamed.push(b"".join(new), len(new))
+        spoken_until = len(capture.frames) * FRAME_S - capture.silence_s
         understood = self.streamed.complete_until
         if (understood is not None and self.edge.end_early_s > 0
                 and capture.silence_s >= self.edge.end_early_s
-                and len(capture.frames) * FRAME_S - capture.silence_s <= understood + 0.1):
+                and spoken_until <= understood + 0.1):
             self._handle(self.listener.end_now("understood"))
+            return
+        hanging = self.streamed.unfinished_until
+        capture.hold_for(self.edge.unfinished_wait_s if hanging is not None
+                         and spoken_until <= hanging + 0.1 else None)
 
     def _drop_stream(self, why: str) -> None:
         if self.streamed is not None:

@@ -81,6 +81,9 @@ class EdgeSettings(BaseSettings):
     end_early_s: float = Field(default=0.25, ge=0)
     """While streaming: end the command after this much silence once the server has
     understood it as a complete command (instead of the full trailing silence; 0: never)."""
+    unfinished_wait_s: float = Field(default=1.2, ge=0)
+    """While streaming: the silence that ends a command whose words so far stop mid-sentence
+    ("set a timer for"), when longer than the usual trailing silence (0: never wait longer)."""
     deadline_s: float = Field(default=30.0, gt=0)
     """A turn's deadline; past it (and a grace period) the device apologizes."""
     earcons: bool = True

@@ -44,6 +44,9 @@ class StreamedCommand:
         self.complete_until: float | None = None
         """Audio time (s from the stream's start) up to which the speech was understood as a
         complete command (the last ``stt-partial`` that said so)."""
+        self.unfinished_until: float | None = None
+        """Audio time up to which the speech was heard to stop mid-sentence ("set a timer
+        for"), by the last ``stt-partial``."""
         self.sent_frames = 0
         self._open = open_writer
         self._items: queue.SimpleQueue[Any] = queue.SimpleQueue()
@@ -116,8 +119,10 @@ class StreamedCommand:
             try:
                 for entry in handle.events():
                     data = entry.event.data
-                    if entry.event.type == "stt-partial" and data.get("complete"):
-                        self.complete_until = float(data.get("at_s", 0.0))
+                    if entry.event.type == "stt-partial":
+                        at = float(data.get("at_s", 0.0))
+                        self.complete_until = at if data.get("complete") else None
+                        self.unfinished_until = at if data.get("unfinished") else None
                     if entry.event.type in ("stt-end", "run-end"):
                         return
             except Exception as exc:  # the partials only speed things up

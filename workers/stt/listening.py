@@ -5,7 +5,12 @@ frames); at each pause an offline engine decodes the words so far and the turn g
 ``stt-partial`` event (its text, and whether the local intents find a complete command in it).
 When the command ends with no speech after the last pause, that decode is the transcript: it
 was ready before the speaker's silence ran out. Cloud engines, billed per request, decode once
-at the end unless ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``.
+at the end unless ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it
+arrives (pocketsphinx, ``Listener``) is fed every piece instead: at a pause its words so far cost
+nothing, and at the end only its final pass is left.
+
+Each partial also says whether its words are a complete command (the edge may end the capture
+after a short silence) or plainly unfinished ("set a timer for": the edge waits longer).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from voxqueue import speech_stream
 from voxqueue.audio import SAMPLE_RATE
 from voxqueue.contracts import ErrorCode
 from workers.runtime.stage import Stage
-from workers.stt.providers.base import Transcriber, Transcript
+from workers.stt.providers.base import Hearing, Listener, Transcriber, Transcript
 
 #: webrtcvad's frame: 20 ms of 16 kHz int16.
 FRAME_BYTES = SAMPLE_RATE * 2 // 50
@@ -81,13 +86,27 @@ class Pauses:
 
 
 def listen(stage: Stage, transcriber: Transcriber, *, decode_at_pauses: bool,
-           complete: Callable[[str], bool]) -> Heard:
-    """Read the turn's audio to its end, decoding at pauses when asked."""
+           complete: Callable[[str], bool], unfinished: Callable[[str], bool]) -> Heard:
+    """Read the turn's audio to its end, recognizing it meanwhile when asked: an engine that
+    hears as the audio arrives (``Listener``) is fed every piece, others decode at pauses."""
+    hearing = transcriber.hear() if decode_at_pauses and isinstance(transcriber, Listener) \
+        else None
+    try:
+        return _listen(stage, transcriber, hearing, decode_at_pauses, complete, unfinished)
+    finally:
+        if hearing is not None:
+            hearing.close()
+
+
+def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
+            decode_at_pauses: bool, complete: Callable[[str], bool],
+            unfinished: Callable[[str], bool]) -> Heard:
     rt, spec = stage.rt, stage.spec
     assert spec.audio_key is not None
     settings = rt.settings
     pauses = Pauses(settings.speech_pause_s) if decode_at_pauses else None
     pcm = bytearray()
+    held = bytearray()  # audio not yet given to ``hearing``
     ready: tuple[int, Transcript] | None = None
     after, heard_at = "0", time.monotonic()
     while True:
@@ -105,7 +124,12 @@ def listen(stage: Stage, transcriber: Transcriber, *, decode_at_pauses: bool,
             if piece.end:
                 still = ready is not None and pauses is not None and \
                     pauses.spoken_until <= ready[0]
-                return Heard(bytes(pcm), ready[1] if still and ready else None, piece.ended_at)
+                if still and ready is not None:
+                    return Heard(bytes(pcm), ready[1], piece.ended_at)
+                if hearing is not None:
+                    hearing.feed(bytes(held))  # (none is held unless ``ready``)
+                    return Heard(bytes(pcm), hearing.finish() if pcm else None, piece.ended_at)
+                return Heard(bytes(pcm), None, piece.ended_at)
             pcm += piece.pcm
             if len(pcm) > settings.max_audio_bytes:  # the writer's limit, kept here too
                 raise SpeechStopped(f"the audio is over the limit of {settings.max_audio_bytes}"
@@ -113,13 +137,29 @@ def listen(stage: Stage, transcriber: Transcriber, *, decode_at_pauses: bool,
                                     code=ErrorCode.AUDIO_INVALID)
             for upto in pauses.feed(piece.pcm) if pauses is not None else ():
                 latest = upto
+            if hearing is not None:
+                # After a transcript decoded at a pause, silence is only kept: the engine
+                # hears it (and all before it again) only if the speaker goes on.
+                held += piece.pcm
+                if ready is None or pauses is None or pauses.spoken_until > ready[0]:
+                    ready = None
+                    hearing.feed(bytes(held))
+                    held.clear()
         # Only a pause the speaker is still in is worth decoding: one already followed by
         # speech (a decode ran long, the audio went on) would be decoded for nothing.
         if latest is not None and pauses is not None and pauses.spoken_until <= latest:
             started = time.perf_counter()
-            partial = transcriber.transcribe(bytes(pcm[:latest]), deadline=spec.deadline)
-            ready = (latest, partial)
+            if hearing is not None:
+                partial = hearing.partial()
+            else:
+                partial = transcriber.transcribe(bytes(pcm[:latest]), deadline=spec.deadline)
+                ready = (latest, partial)
+            whole = bool(partial.text) and complete(partial.text)
             stage.emit("stt-partial", {
-                "text": partial.text, "complete": bool(partial.text) and complete(partial.text),
+                "text": partial.text, "complete": whole,
+                "unfinished": bool(partial.text) and unfinished(partial.text),
                 "at_s": round(latest / (2 * SAMPLE_RATE), 2),
                 "ms": round((time.perf_counter() - started) * 1000, 1)})
+            if hearing is not None and whole:
+                # Most likely the end: finish now, while the device waits out its silence.
+                ready = (latest, hearing.finish())

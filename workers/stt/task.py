@@ -13,6 +13,7 @@ from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.app import app
 from workers.intents import matcher_for
+from workers.intents.endings import sounds_unfinished
 from workers.runtime import ending, handoff
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
@@ -52,7 +53,8 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
         ready = None  # a streamed command's transcript, decoded at its last pause
         if pcm is None:
             heard = listening.listen(stage, transcriber, decode_at_pauses=_at_pauses(stage),
-                                     complete=lambda text: bool(matcher_for(rt.tools).match(text)))
+                                     complete=lambda text: bool(matcher_for(rt.tools).match(text)),
+                                     unfinished=sounds_unfinished)
             pcm, ready = heard.pcm, heard.ready
             if not pcm:
                 ending.fail(stage, ErrorCode.AUDIO_INVALID, "the streamed audio is empty")

@@ -1,9 +1,10 @@
-"""What every speech-to-text provider speaks: the ``Transcriber`` protocol and its result."""
+"""What every speech-to-text provider speaks: the ``Transcriber`` protocol and its result, and
+``Listener``/``Hearing`` for engines that recognize speech while it arrives."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -18,3 +19,29 @@ class Transcriber(Protocol):
     name: str
 
     def transcribe(self, pcm: bytes, *, deadline: float) -> Transcript: ...
+
+
+class Hearing(Protocol):
+    """One utterance recognized as it arrives."""
+
+    def feed(self, pcm: bytes) -> None:
+        """More audio (decoded now, so that little is left for the end)."""
+
+    def partial(self) -> Transcript:
+        """The words so far, without ending the utterance (cheap: call it at every pause)."""
+
+    def finish(self) -> Transcript:
+        """The utterance ended: its transcript. It may be called at a pause that looks like the
+        end; audio fed afterwards continues the utterance (the engine hears it all again)."""
+
+    def close(self) -> None:
+        """Release the engine (after ``finish``, or to drop the utterance)."""
+
+
+@runtime_checkable
+class Listener(Protocol):
+    """A transcriber that can also recognize speech while it is spoken."""
+
+    def hear(self) -> Hearing | None:
+        """A new utterance, or None when the engine is busy with another (then transcribe the
+        whole audio instead)."""

@@ -30,6 +30,7 @@ from voxqueue.settings import Settings
 from workers.intents import IntentMatcher, matcher_for
 from workers.intents.corpus import END, START, command_lines
 from workers.stt.providers.base import Transcript
+from workers.stt.providers.pocketsphinx_hearing import PocketsphinxHearing, Searches, build_searches
 
 if TYPE_CHECKING:
     from workers.toolkit.registry import ToolRegistry
@@ -66,6 +67,8 @@ class Recognition:
 
 class PocketsphinxTranscriber:
     name = "pocketsphinx"
+    min_fit = MIN_FIT
+    min_speech_s = MIN_SPEECH_S
 
     def __init__(self, settings: Settings, registry: ToolRegistry) -> None:
         from pocketsphinx import Config, Decoder, get_model_path
@@ -75,7 +78,10 @@ class PocketsphinxTranscriber:
         self.decoder = Decoder(Config(samprate=settings.sample_rate, loglevel="ERROR"))
         self.decoder.add_allphone_file(PHONES, get_model_path("en-us/en-us-phone.lm.bin"))
         self.matcher: IntentMatcher = matcher_for(registry)
+        self.command_lm: Any = None
         self.biased = self._add_command_model()
+        self._searches: Searches | None = None
+        self._building = threading.Lock()
 
     # -- building ---------------------------------------------------------------------------
     def _add_command_model(self) -> bool:
@@ -104,6 +110,7 @@ class PocketsphinxTranscriber:
         finally:
             os.unlink(path)
         self.decoder.add_lm(COMMANDS, lm)
+        self.command_lm = lm
         log.info("pocketsphinx command model: %d lines, %d words", len(lines), len(arpa.grams_1))
         return True
 
@@ -125,6 +132,22 @@ class PocketsphinxTranscriber:
         return [(w, logmath.exp(p)) for p, w in ranked[:GENERAL_WORDS]]
 
     # -- decoding ---------------------------------------------------------------------------
+    def hear(self) -> PocketsphinxHearing | None:
+        """Recognize a command while it is spoken (``pocketsphinx_hearing``); None while
+        another command is being heard in this process."""
+        if self.command_lm is None:
+            return None
+        with self._building:
+            if self._searches is None:
+                self._searches = build_searches(self)
+        if not self._searches.lock.acquire(blocking=False):
+            return None
+        try:
+            return PocketsphinxHearing(self, self._searches)
+        except BaseException:
+            self._searches.lock.release()
+            raise
+
     def transcribe(self, pcm: bytes, *, deadline: float) -> Transcript:
         started = time.perf_counter()
         heard = self.recognize(pcm)
