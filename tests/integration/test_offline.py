@@ -238,6 +238,7 @@ def test_a_streamed_command_is_decoded_at_its_pause_before_it_ends(client):
     assert partials and partials[-1]["complete"] is True
     (ended,) = events_of(turn, "stt-end")
     assert ended["decoded_at_pause"] is True and ended["text"] == partials[-1]["text"]
+    assert ended["heard_live"] is (client.engine == "pocketsphinx")  # whisper: at each pause
     assert called(turn) == [("get_weather", {"location": "paris"})]
 
 

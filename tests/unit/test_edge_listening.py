@@ -205,3 +205,24 @@ def test_both_vads_tell_speech_from_silence(kind):
     assert sum(decisions) > 60  # "What time is it?": most of a second of speech
     vad.reset()
     assert not any(vad.is_speech(f) for f in frames_of(bytes(32000)))
+
+
+def test_a_command_heard_to_stop_mid_sentence_waits_longer_then_the_usual_again():
+    capture = Capture(Scripted("1" * 100 + "0" * 300), trailing_silence_s=0.7)
+    capture.begin()
+    for _ in range(100):
+        capture.feed(SILENT_FRAME)
+    capture.hold_for(1.2)  # the words so far: "set a timer for"
+    states = [capture.feed(SILENT_FRAME) for _ in range(119)]
+    assert State.ENDED not in states and capture.silence_s == pytest.approx(1.19)
+    assert capture.feed(SILENT_FRAME) is State.ENDED
+    capture = Capture(Scripted("1" * 100 + "0" * 300), trailing_silence_s=0.7)
+    capture.begin()
+    for _ in range(100):
+        capture.feed(SILENT_FRAME)
+    capture.hold_for(1.2)
+    capture.hold_for(None)  # the speaker went on: the usual silence ends the command
+    assert [capture.feed(SILENT_FRAME) for _ in range(70)][-1] is State.ENDED
+    capture.begin()
+    capture.hold_for(0.3)  # never shorter than the usual
+    assert capture._endpointer.trailing_silence_s == 0.7

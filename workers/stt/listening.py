@@ -48,6 +48,10 @@ class Heard:
     pcm: bytes
     ready: Transcript | None
     ended_at: float | None
+    at_pause: bool = False
+    """Whether ``ready`` was decoded at the speaker's last pause, before the command ended."""
+    live: bool = False
+    """Whether the engine heard the command as it arrived (``Listener``)."""
 
 
 class Pauses:
@@ -125,10 +129,12 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
                 still = ready is not None and pauses is not None and \
                     pauses.spoken_until <= ready[0]
                 if still and ready is not None:
-                    return Heard(bytes(pcm), ready[1], piece.ended_at)
+                    return Heard(bytes(pcm), ready[1], piece.ended_at, at_pause=True,
+                                 live=hearing is not None)
                 if hearing is not None:
                     hearing.feed(bytes(held))  # (none is held unless ``ready``)
-                    return Heard(bytes(pcm), hearing.finish() if pcm else None, piece.ended_at)
+                    return Heard(bytes(pcm), hearing.finish() if pcm else None, piece.ended_at,
+                                 live=True)
                 return Heard(bytes(pcm), None, piece.ended_at)
             pcm += piece.pcm
             if len(pcm) > settings.max_audio_bytes:  # the writer's limit, kept here too

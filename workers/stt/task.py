@@ -59,7 +59,8 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
             if not pcm:
                 ending.fail(stage, ErrorCode.AUDIO_INVALID, "the streamed audio is empty")
                 return
-            ended.update(speech_ended_at=heard.ended_at, decoded_at_pause=ready is not None)
+            ended.update(speech_ended_at=heard.ended_at, decoded_at_pause=heard.at_pause,
+                         heard_live=heard.live)
         started = time.time()
         with span("stt.transcribe", provider=transcriber.name):
             transcript = ready or transcriber.transcribe(pcm, deadline=stage.spec.deadline)
