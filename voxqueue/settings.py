@@ -67,9 +67,11 @@ class Settings(BaseSettings):
     sample_rate: int = 16000
     # -- speech streamed while it is spoken (Client.stream, the gateway's WebSocket) ----------
     stt_decode_at_pauses: Literal["auto", "on", "off"] = "auto"
-    """Decode the words so far at each pause of a streamed command (``stt-partial`` events; the
-    last one is the transcript when nothing follows it). ``auto``: offline engines only (a
-    cloud engine bills each request)."""
+    """Recognize a streamed command while it is spoken, with the words so far at each pause
+    (``stt-partial`` events; the last one is the transcript when nothing follows it): live where
+    the engine offers it (pocketsphinx, OpenAI's Realtime session), else by decoding the audio
+    so far at each pause. ``auto``: the latter offline only (a cloud engine bills each request);
+    ``off``: decode once at the end."""
     speech_pause_s: float = Field(default=0.2, gt=0)
     """Non-speech after speech that counts as a pause."""
     speech_idle_s: float = Field(default=5.0, gt=0)
@@ -88,6 +90,10 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("OPENAI_BASE_URL", "VOXQUEUE_OPENAI_BASE_URL")
     )
     stt_model: str = "gpt-4o-mini-transcribe"
+    openai_stt_transport: Literal["realtime", "upload"] = "realtime"
+    """How a command streamed while it is spoken reaches OpenAI: on a Realtime transcription
+    session as it is captured (committed at each pause), or uploaded whole at its end. Whole
+    files (``Client.say``) are always uploaded."""
     llm_model: str = "gpt-4o-mini"
     llm_temperature: float | None = None
     provider_timeout_s: float = 30.0

@@ -15,8 +15,10 @@ Out of process: ``python -m tests.fakes.provider_server --port 0 [--profile JSON
 ``READY http://127.0.0.1:PORT`` once listening; drive it with :class:`FakeProvidersClient`
 (or :func:`spawn`, which does both).
 
-Faults (``inject(route, **fault)``, route "chat" | "transcriptions" | "tts"), a FIFO per
-route, one consumed per authenticated, well-formed request; ``times=N`` keeps it for N:
+The Realtime transcription WebSocket (``/v1/realtime``) is in ``tests.fakes.realtime_ws``.
+
+Faults (``inject(route, **fault)``, route "chat" | "transcriptions" | "tts" | "realtime"), a FIFO
+per route, one consumed per authenticated, well-formed request; ``times=N`` keeps it for N:
 ``delay=s`` sleeps first; ``reset=True`` drops the connection without a response;
 ``status=429|500|503`` (+ ``headers={"retry-after-ms": "200"}``, ``message``) answers an
 error; ``cut_after_chunks=N`` drops a streamed chat / TTS answer after N chunks;
@@ -51,9 +53,10 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from tests.fakes.realtime_ws import realtime_route
 from tests.fakes.threads import serve_in_thread
 
-ROUTES = ("chat", "transcriptions", "tts")
+ROUTES = ("chat", "transcriptions", "tts", "realtime")
 PROFILE_KEYS = ("stt_delay_s", "llm_ttft_s", "llm_tokens_per_s", "tts_ttfb_s", "tts_rtf")
 FAULT_KEYS = {
     "status", "headers", "times", "reset", "delay", "cut_after_chunks", "malformed_after_chunks",
@@ -304,6 +307,7 @@ class FakeProviders(_Queries):
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/audio/transcriptions", self._provider("transcriptions", self._stt))
         app.router.add_post("/v1/chat/completions", self._provider("chat", self._chat_route))
+        app.router.add_get("/v1/realtime", realtime_route(self))
         app.router.add_post("/v1/text-to-speech/{voice_id}", self._provider("tts", self._tts))
         app.router.add_post(
             "/v1/text-to-speech/{voice_id}/stream", self._provider("tts", self._tts)

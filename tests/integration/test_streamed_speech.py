@@ -1,6 +1,7 @@
 """A command written while it is spoken (``Client.stream``): the STT job starts with the speech
 and reads the audio as it grows; an abandoned or aborted stream ends its turn with nothing left
-behind. Real workers, Redis and the fake providers (a cloud engine: decoded once at the end)."""
+behind. Real workers, Redis and the fake providers: OpenAI's Realtime transcription session
+(the default for a streamed command), and the upload at the end when that session is refused."""
 
 from __future__ import annotations
 
@@ -37,15 +38,46 @@ def test_a_streamed_command_is_answered_and_its_stream_removed(client, fake):
             time.sleep(0.05)
         for at in range(0, len(pcm), FRAME):
             speech.write(pcm[at:at + FRAME])
+        # The recording ends in silence: a pause, committed, transcribed before the end.
+        while not [e for e in client.store.history(started.turn_id)
+                   if e.event.type == "stt-partial" and e.event.data["text"]]:
+            assert time.time() < give_up, "no words at the pause"
+            time.sleep(0.05)
     result = started.wait(timeout=30)
     assert result.status == "ok", result.error
     assert result.transcript == "What time is it in Tokyo?" and result.reply
     (ended,) = events_of(started, "stt-end")
     assert abs(ended["audio_s"] - len(pcm) / 32000) < 0.05  # every frame, once
-    assert ended["speech_ended_at"] and not ended["decoded_at_pause"]  # cloud: once at the end
-    assert events_of(started, "stt-partial") == []
-    assert len(fake.requests_for("transcriptions")) == 1
+    assert ended["speech_ended_at"] and ended["heard_live"]
+    # Sent as it came, on one Realtime session through the SDK, committed at the pauses.
+    (session,) = fake.requests_for("realtime")
+    assert session["query"] == {"intent": "transcription"} and session["auth_present"]
+    assert session["events"][0] == "session.update" and session["commits"] >= 1
+    # At 24 kHz: all of it, but the silence held back after the transcript was ready.
+    assert len(pcm) * 1.5 - 48000 < session["audio_bytes"] <= len(pcm) * 1.5 + len(pcm) / FRAME
+    assert fake.requests_for("transcriptions") == []
+    partials = events_of(started, "stt-partial")
+    assert partials[-1]["text"] == "What time is it in Tokyo?"
+    assert ended["decoded_at_pause"]  # nothing was said after that pause
     assert not client.redis.exists(client.keys.speech(started.turn_id))
+
+
+def test_a_refused_realtime_session_falls_back_to_the_upload(client, fake):
+    fake.inject("realtime", status=503)
+    fake.script_transcripts("What time is it in Tokyo?")
+    fake.script_chat({"match": "tokyo", "content": "Late evening in Tokyo."})
+    pcm = pcm_of("command_time.wav")
+    with client.stream(session="streamed-upload") as speech:
+        for at in range(0, len(pcm), FRAME):
+            speech.write(pcm[at:at + FRAME])
+    result = speech.turn.wait(timeout=30)
+    assert result.status == "ok", result.error
+    assert result.transcript == "What time is it in Tokyo?"
+    (ended,) = events_of(speech.turn, "stt-end")
+    assert not ended["heard_live"] and not ended["decoded_at_pause"]  # once, at the end
+    assert events_of(speech.turn, "stt-partial") == []  # a cloud engine is not asked twice
+    assert len(fake.requests_for("transcriptions")) == 1
+    assert [r.get("fault") for r in fake.requests_for("realtime")] == [{"status": 503}]
 
 
 def test_an_aborted_stream_cancels_its_turn(client, fake):

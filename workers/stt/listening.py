@@ -89,14 +89,15 @@ class Pauses:
         return found
 
 
-def listen(stage: Stage, transcriber: Transcriber, *, decode_at_pauses: bool,
+def listen(stage: Stage, transcriber: Transcriber, *, live: bool, decode_at_pauses: bool,
            complete: Callable[[str], bool], unfinished: Callable[[str], bool]) -> Heard:
-    """Read the turn's audio to its end, recognizing it meanwhile when asked: an engine that
-    hears as the audio arrives (``Listener``) is fed every piece, others decode at pauses."""
-    hearing = transcriber.hear() if decode_at_pauses and isinstance(transcriber, Listener) \
-        else None
+    """Read the turn's audio to its end, recognizing it meanwhile when asked: ``live``, an
+    engine that hears as the audio arrives (``Listener``) is fed every piece; otherwise, with
+    ``decode_at_pauses``, the audio so far is decoded whole at each pause."""
+    hearing = transcriber.hear() if live and isinstance(transcriber, Listener) else None
     try:
-        return _listen(stage, transcriber, hearing, decode_at_pauses, complete, unfinished)
+        return _listen(stage, transcriber, hearing, hearing is not None or decode_at_pauses,
+                       complete, unfinished)
     finally:
         if hearing is not None:
             hearing.close()
@@ -112,6 +113,7 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
     pcm = bytearray()
     held = bytearray()  # audio not yet given to ``hearing``
     ready: tuple[int, Transcript] | None = None
+    said = (-1, "")  # the last partial: its pause (bytes) and its words
     after, heard_at = "0", time.monotonic()
     while True:
         if stage.should_stop():
@@ -153,19 +155,28 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
                     held.clear()
         # Only a pause the speaker is still in is worth decoding: one already followed by
         # speech (a decode ran long, the audio went on) would be decoded for nothing.
-        if latest is not None and pauses is not None and pauses.spoken_until <= latest:
-            started = time.perf_counter()
-            if hearing is not None:
-                partial = hearing.partial()
-            else:
-                partial = transcriber.transcribe(bytes(pcm[:latest]), deadline=spec.deadline)
-                ready = (latest, partial)
-            whole = bool(partial.text) and complete(partial.text)
-            stage.emit("stt-partial", {
-                "text": partial.text, "complete": whole,
-                "unfinished": bool(partial.text) and unfinished(partial.text),
-                "at_s": round(latest / (2 * SAMPLE_RATE), 2),
-                "ms": round((time.perf_counter() - started) * 1000, 1)})
-            if hearing is not None and whole:
-                # Most likely the end: finish now, while the device waits out its silence.
-                ready = (latest, hearing.finish())
+        in_pause = pauses is not None and pauses.spoken_until <= (latest or said[0])
+        if not in_pause or (latest is None and hearing is None):
+            continue
+        started = time.perf_counter()
+        if hearing is not None:
+            if latest is not None:
+                hearing.pause()
+            partial = hearing.partial()  # an engine's words may arrive during the pause
+            if latest is None and partial.text == said[1]:
+                continue
+        else:
+            assert latest is not None
+            partial = transcriber.transcribe(bytes(pcm[:latest]), deadline=spec.deadline)
+            ready = (latest, partial)
+        at = latest if latest is not None else said[0]
+        said = (at, partial.text)
+        whole = bool(partial.text) and complete(partial.text)
+        stage.emit("stt-partial", {
+            "text": partial.text, "complete": whole,
+            "unfinished": bool(partial.text) and unfinished(partial.text),
+            "at_s": round(at / (2 * SAMPLE_RATE), 2),
+            "ms": round((time.perf_counter() - started) * 1000, 1)})
+        if hearing is not None and whole:
+            # Most likely the end: finish now, while the device waits out its silence.
+            ready = (at, hearing.finish())

@@ -52,7 +52,8 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
                                  "audio_s": stage.spec.audio_seconds, "streamed": streamed})
         ready = None  # a streamed command's transcript, decoded at its last pause
         if pcm is None:
-            heard = listening.listen(stage, transcriber, decode_at_pauses=_at_pauses(stage),
+            live, at_pauses = _recognition(stage)
+            heard = listening.listen(stage, transcriber, live=live, decode_at_pauses=at_pauses,
                                      complete=lambda text: bool(matcher_for(rt.tools).match(text)),
                                      unfinished=sounds_unfinished)
             pcm, ready = heard.pcm, heard.ready
@@ -95,9 +96,12 @@ def _hand_over(stage: Stage) -> None:
     handoff.send_once(stage, AgentStep(turn_id=stage.turn_id, step=1, enqueued_at=time.time()))
 
 
-def _at_pauses(stage: Stage) -> bool:
-    """Whether to decode a streamed command at its pauses (offline engines, unless set)."""
-    choice = stage.rt.settings.stt_decode_at_pauses
-    if choice != "auto":
-        return choice == "on"
-    return stage.rt.settings.providers_in_use()["stt"] in ("whisper", "pocketsphinx")
+def _recognition(stage: Stage) -> tuple[bool, bool]:
+    """How a streamed command is recognized while it is spoken: (heard live by an engine that
+    can, decoded whole at each pause by one that cannot). ``auto``: live wherever an engine
+    offers it (pocketsphinx; OpenAI's Realtime session), whole at pauses offline only (a cloud
+    engine bills each request)."""
+    settings = stage.rt.settings
+    choice = settings.stt_decode_at_pauses
+    offline = settings.providers_in_use()["stt"] in ("whisper", "pocketsphinx")
+    return choice != "off", choice == "on" or (choice == "auto" and offline)

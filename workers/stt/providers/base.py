@@ -27,8 +27,12 @@ class Hearing(Protocol):
     def feed(self, pcm: bytes) -> None:
         """More audio (decoded now, so that little is left for the end)."""
 
+    def pause(self) -> None:
+        """The speaker paused here (an engine that transcribes segments may close one)."""
+
     def partial(self) -> Transcript:
-        """The words so far, without ending the utterance (cheap: call it at every pause)."""
+        """The words so far, without ending the utterance (cheap and never waiting: call it at
+        every pause, and again while it lasts, as an engine's words may arrive later)."""
 
     def finish(self) -> Transcript:
         """The utterance ended: its transcript. It may be called at a pause that looks like the

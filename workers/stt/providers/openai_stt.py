@@ -1,7 +1,10 @@
-"""OpenAI transcription through the official SDK."""
+"""OpenAI transcription through the official SDK: the whole command uploaded, or (a command
+streamed while it is spoken, ``VOXQUEUE_OPENAI_STT_TRANSPORT=realtime``) sent as it is captured
+on a Realtime transcription session (``openai_realtime``)."""
 
 from __future__ import annotations
 
+import logging
 import time
 
 from voxqueue.audio import to_wav
@@ -9,6 +12,9 @@ from voxqueue.settings import Settings
 from workers.runtime.openai_client import make_openai, provider_error
 from workers.runtime.retry import call_with_retry
 from workers.stt.providers.base import Transcript
+from workers.stt.providers.openai_realtime import OpenAIRealtimeHearing
+
+log = logging.getLogger(__name__)
 
 
 class OpenAITranscriber:
@@ -17,6 +23,18 @@ class OpenAITranscriber:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.client = make_openai(settings, "STT (OpenAI)")
+
+    def hear(self) -> OpenAIRealtimeHearing | None:
+        """A Realtime session for a streamed command; None (upload at the end) when the
+        transport is ``upload`` or the session cannot be opened."""
+        if self.settings.openai_stt_transport != "realtime":
+            return None
+        try:
+            return OpenAIRealtimeHearing(self)
+        except Exception as exc:  # refused, unreachable, the extra missing
+            log.warning("stt: no Realtime session (%s: %s); the command will be uploaded",
+                        exc.__class__.__name__, exc)
+            return None
 
     def transcribe(self, pcm: bytes, *, deadline: float) -> Transcript:
         wav = to_wav(pcm)

@@ -90,6 +90,9 @@ class PocketsphinxHearing:
                 d.process_raw(bytes(self.audio[:-len(pcm)]))
             d.process_raw(pcm)
 
+    def pause(self) -> None:
+        """Nothing to do: the words so far are always at hand."""
+
     def partial(self) -> Transcript:
         started = time.perf_counter()
         return Transcript(text=_capitalized(self._command(final=False)),
