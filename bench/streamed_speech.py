@@ -3,7 +3,9 @@
     .venv/bin/python -m bench.streamed_speech [--rounds 2]
 
 For each system (offline with Whisper, offline with pocketsphinx, the fake cloud providers with
-``bench.latency``'s profile), real worker processes and a private Redis; the real edge
+``bench.latency``'s profile: a streamed command on OpenAI's Realtime transcription session, and
+uploaded at its end, each transcript 0.30 s after its audio is committed or uploaded), real
+worker processes and a private Redis; the real edge
 (``voxqueue edge --wav F --realtime --json``) on the wake-word fixtures whose tools need no
 network, read at the pace of speech, with and without ``--no-stream``, alternating, in one run.
 Per command, from the edge's own JSON line: speech end (last voiced frame) → first reply audio
@@ -35,7 +37,9 @@ COMMANDS = {
 SYSTEMS = {
     "offline, whisper": {"offline": True, "env": {"VOXQUEUE_STT": "whisper"}},
     "offline, pocketsphinx": {"offline": True, "env": {"VOXQUEUE_STT": "pocketsphinx"}},
-    "cloud (fake providers)": {"offline": False, "env": {}},
+    "cloud (fake), Realtime session": {"offline": False, "env": {}},
+    "cloud (fake), upload at the end": {"offline": False,
+                                        "env": {"VOXQUEUE_OPENAI_STT_TRANSPORT": "upload"}},
 }
 
 

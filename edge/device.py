@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 
 from edge.announcements import Announcement, AnnouncementListener, Feed, feed_for
+from edge.capture import State
 from edge.conversation import Conversation
 from edge.display import Display
 from edge.frames import FRAME_BYTES, FRAME_S
@@ -117,7 +118,8 @@ class Device:
         """One 10 ms frame. A failure is reported and the capture dropped, never raised."""
         try:
             self._handle(self.listener.feed(frame))
-            if self.edge.stream and self.listener.capturing:
+            if (self.edge.stream and self.listener.capturing
+                    and self.listener.capture.state is State.SPEECH):  # not before speech
                 self._stream_capture()
             if not self.listener.capturing and not self.responder.busy:
                 self._between_turns()

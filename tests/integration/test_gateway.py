@@ -234,8 +234,8 @@ def test_a_device_streams_its_capture_frame_by_frame(gateway, fake):
         result = turn.wait(timeout=30)
     assert result.status == "ok", result.error
     assert result.transcript == "what time is it" and result.reply == "Streamed and answered."
-    (upload,) = fake.requests_for("transcriptions")
-    assert upload["file_size"] > 16000 * 2, "the whole utterance reached the STT"
+    (session,) = fake.requests_for("realtime")  # streamed through to a Realtime session
+    assert session["audio_bytes"] > 48000 * 2, "the utterance reached the STT as it came"
 
 
 def test_a_streamed_capture_over_the_limit_or_unauthenticated_is_refused(gateway):

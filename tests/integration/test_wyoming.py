@@ -149,7 +149,8 @@ def test_transcribe_runs_one_stt_job_and_no_agent(server, fake):
     events = run(go())
     said = Transcript.from_event(events[-1])
     assert said.text == "What time is it in Tokyo?" and said.language == "en"
-    assert len(fake.requests_for("transcriptions")) == 1
+    (session,) = fake.requests_for("realtime")  # streamed on as it came, to a Realtime session
+    assert session["audio_bytes"] > 0 and fake.requests_for("transcriptions") == []
     assert fake.chat_requests() == [] and fake.requests_for("tts") == []
 
 
@@ -181,6 +182,7 @@ def test_empty_and_oversized_audio_get_an_error(server, fake):
     huge = Error.from_event(run(go(b"\x01\x00" * (MAX_AUDIO_BYTES // 2 + 16000)))[-1])
     assert huge.code == "audio-too-large" and "VOXQUEUE_MAX_AUDIO_BYTES" in huge.text
     assert fake.requests_for("transcriptions") == []
+    assert all(r["commits"] == 0 for r in fake.requests_for("realtime"))  # nothing transcribed
 
 
 # -- text to speech -----------------------------------------------------------------------------
