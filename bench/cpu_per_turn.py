@@ -1,0 +1,176 @@
+"""Where a turn's CPU goes, against its floor, and what an idle system spends.
+
+    .venv/bin/python -m bench.cpu_per_turn [--turns 60] [--concurrency 12] [--idle-s 20]
+
+Everything ``voxqueue up`` runs (the workers with their default pools and processes, beat, the
+metrics exporter, Flower) on a private Redis, with the fake providers (``bench.latency``'s
+profile) in a process of their own. In one run:
+
+1. idle: CPU ms per second of each process, nothing asked;
+2. typed questions with a three-sentence spoken reply, N at C concurrently: CPU ms per turn by
+   process, from ``/proc``;
+3. the floor (``bench.cpu_floor``): a bare Celery chain with the same hops (the agent's step,
+   one task per sentence) on worker processes like ours, relaying the same audio bytes in the
+   same chunks, read by the client the same way: CPU ms per turn, and ours as a multiple of it.
+
+``--profile DIR``: py-spy samples every process of ours during the turns (raw collapsed stacks
+in DIR, a flame-graph input; keep DIR out of the repository) and a summary of each one's own
+time is printed. (Profiling costs CPU: the figures of a profiled run are not the table's.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import cpu_floor
+from bench.harness import BenchSystem, bench_system, cpu_seconds
+from bench.latency import PROFILE, REPLY, run_turns
+from bench.profiles import Profiles
+from voxqueue.process_table import DEFAULT_PROCESSES
+
+
+def start_like_up(system: BenchSystem) -> None:
+    """Beat, the exporter and Flower beside the workers, as ``voxqueue up`` starts them."""
+    sup = system.sup
+    sup.settings = sup.settings.model_copy(update={"flower_port": free_port()})
+    for name, argv, env in (
+            ("beat", sup.beat_argv("WARNING"), None),
+            ("exporter", [sys.executable, "-m", "voxqueue.cli", "exporter", "--port",
+                          str(free_port())], None),
+            ("flower", sup.flower_argv(), sup.flower_env())):
+        proc = sup.start(name, argv, env)
+        system.pids[name] = proc.popen.pid
+    time.sleep(8)  # their start-up is not idle time
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def cpu_per(pids: dict[str, int], run: Callable[[], Any], per: float) -> dict[str, float]:
+    """CPU ms of each process while ``run`` runs, divided by ``per``."""
+    before = {role: cpu_seconds(pid) for role, pid in pids.items()}
+    run()
+    return {role: (cpu_seconds(pid) - before[role]) * 1000 / per for role, pid in pids.items()}
+
+
+def by_role(cpu: dict[str, float]) -> dict[str, float]:
+    """A queue's processes (``tts``, ``tts-2``…) together."""
+    out: dict[str, float] = {}
+    for role, ms in cpu.items():
+        key = role.split("-")[0] if role.split("-")[-1].isdigit() else role
+        out[key] = out.get(key, 0.0) + ms
+    return out
+
+
+OURS = ("stt", "agent", "tools", "tts", "monitor", "beat", "exporter", "flower")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--concurrency", type=int, default=12)
+    parser.add_argument("--idle-s", type=float, default=20.0)
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="a directory (outside the repository) for py-spy profiles of the "
+                             "turns")
+    args = parser.parse_args()
+    with bench_system(PROFILE, separate_fake=True, processes=DEFAULT_PROCESSES) as system:
+        start_like_up(system)
+        system.fake.script_chat({"repeat": True, "content": REPLY})
+        idle = by_role(cpu_per(system.pids, lambda: time.sleep(args.idle_s), args.idle_s))
+        run_turns(system, 4, 2, lambda i: system.client.ask("warm up", session=f"w{i}"))
+        turns: list[Any] = []
+
+        def ours() -> None:
+            turns.extend(run_turns(system, args.turns, args.concurrency,
+                                   lambda i: system.client.ask("weather tomorrow",
+                                                               session=f"c{i}"))[0])
+
+        workers = {k: v for k, v in system.pids.items() if k.split("-")[0] in OURS}
+        profiles = Profiles(args.profile, workers) if args.profile else None
+        if profiles:
+            profiles.start()
+        real = by_role(cpu_per(system.pids, ours, args.turns))
+        if profiles:
+            profiles.stop()
+        sentences = audio_chunks(turns[0])
+        url = system.sup.settings.redis_url
+        floor_procs = cpu_floor.start_workers(url, system.sup.log_dir)
+        try:
+            time.sleep(6)  # the floor workers' start-up
+            floor = floor_cpu(system, floor_procs, url, sentences, args)
+        finally:
+            for proc in floor_procs:
+                proc.terminate()
+                proc.wait(15)
+    report(idle, real, floor, sentences, args)
+    if profiles:
+        print(profiles.summary())
+
+
+def audio_chunks(turn: Any) -> list[list[int]]:
+    """A turn's audio chunk sizes, per sentence."""
+    per: dict[int, list[int]] = {}
+    for entry in turn._entries:
+        if entry.event.type == "tts-chunk" and entry.pcm is not None:
+            per.setdefault(int(entry.event.data.get("seq", 0)), []).append(len(entry.pcm))
+    return [per[k] for k in sorted(per)]
+
+
+def floor_cpu(system: BenchSystem, procs: list[Any], url: str, sentences: list[list[int]],
+              args: argparse.Namespace) -> dict[str, float]:
+    import redis
+
+    sender = cpu_floor.sender_for(url)
+    r = redis.Redis.from_url(url)
+    for _ in range(4):  # warm-up
+        cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences)
+    pids = {f"floor-{i}": p.pid for i, p in enumerate(procs)}
+    pids |= {"redis": system.pids["redis"], "benchmark (listeners)": system.pids[
+        "benchmark (listeners)"]}
+
+    def run() -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(args.concurrency) as pool:
+            list(pool.map(lambda _: cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences),
+                          range(args.turns)))
+
+    cpu = cpu_per(pids, run, args.turns)
+    return {"workers": sum(v for k, v in cpu.items() if k.startswith("floor")),
+            "redis": cpu["redis"], "benchmark (listeners)": cpu["benchmark (listeners)"]}
+
+
+def report(idle: dict[str, float], real: dict[str, float], floor: dict[str, float],
+           sentences: list[list[int]], args: argparse.Namespace) -> None:
+    audio = sum(map(sum, sentences))
+    print(f"\n{args.turns} typed turns, {args.concurrency} at a time, a "
+          f"{len(sentences)}-sentence reply ({audio // 1000} KB of audio in "
+          f"{sum(map(len, sentences))} chunks); idle over {args.idle_s:g} s")
+    print("| process | idle, CPU ms per s | CPU ms per turn |")
+    print("|---|---|---|")
+    for role in sorted(real, key=lambda k: -real[k]):
+        print(f"| {role} | {idle.get(role, 0.0):.1f} | {real[role]:.1f} |")
+    ours = sum(v for k, v in real.items() if k in OURS)
+    ours_idle = sum(v for k, v in idle.items() if k in OURS)
+    print(f"| **our processes** | **{ours_idle:.1f}** | **{ours:.1f}** |")
+    print(f"\nfloor (bare Celery chain of the same hops relaying the same bytes), CPU ms per "
+          f"turn: workers {floor['workers']:.1f}, Redis {floor['redis']:.1f}, client "
+          f"{floor['benchmark (listeners)']:.1f}")
+    print(f"our processes per turn / the floor's workers: {ours / floor['workers']:.1f}x; "
+          f"Redis: {real.get('redis', 0.0) / max(floor['redis'], 1e-9):.1f}x")
+
+
+if __name__ == "__main__":
+    main()
