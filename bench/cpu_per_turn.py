@@ -105,7 +105,8 @@ def main() -> None:
         if profiles:
             profiles.stop()
         sentences = audio_chunks(turns[0])
-        url = system.sup.settings.redis_url
+        # The same Redis server, another database: the floor's queues are not ours.
+        url = system.sup.settings.redis_url.rsplit("/", 1)[0] + "/1"
         floor_procs = cpu_floor.start_workers(url, system.sup.log_dir)
         try:
             time.sleep(6)  # the floor workers' start-up
