@@ -94,7 +94,8 @@ def listen(stage: Stage, transcriber: Transcriber, *, live: bool, decode_at_paus
     """Read the turn's audio to its end, recognizing it meanwhile when asked: ``live``, an
     engine that hears as the audio arrives (``Listener``) is fed every piece; otherwise, with
     ``decode_at_pauses``, the audio so far is decoded whole at each pause."""
-    hearing = transcriber.hear() if live and isinstance(transcriber, Listener) else None
+    hearing = transcriber.hear(deadline=stage.spec.deadline) \
+        if live and isinstance(transcriber, Listener) else None
     try:
         return _listen(stage, transcriber, hearing, hearing is not None or decode_at_pauses,
                        complete, unfinished)

@@ -46,6 +46,6 @@ class Hearing(Protocol):
 class Listener(Protocol):
     """A transcriber that can also recognize speech while it is spoken."""
 
-    def hear(self) -> Hearing | None:
-        """A new utterance, or None when the engine is busy with another (then transcribe the
-        whole audio instead)."""
+    def hear(self, *, deadline: float = ...) -> Hearing | None:
+        """A new utterance (to be recognized by ``deadline``, epoch seconds), or None when the
+        engine is busy with another (then transcribe the whole audio instead)."""

@@ -40,10 +40,11 @@ class RealtimeFailed(Exception):
 class OpenAIRealtimeHearing:
     """One command on a Realtime transcription session."""
 
-    def __init__(self, owner: OpenAITranscriber) -> None:
+    def __init__(self, owner: OpenAITranscriber, deadline: float) -> None:
         import webrtcvad
 
         self.owner, s = owner, owner.settings
+        self.deadline = deadline
         self.audio = bytearray()  # 16 kHz, for the upload if the session fails
         self._vad = webrtcvad.Vad(2)
         self._voiced = False  # speech since the last commit
@@ -90,8 +91,7 @@ class OpenAIRealtimeHearing:
             return Transcript(text=self._wait_all(), ttfb_ms=_ms(started))
         except RealtimeFailed as exc:
             log.warning("stt: the Realtime session failed (%s); uploading the command", exc)
-            return self.owner.transcribe(bytes(self.audio), deadline=time.time()
-                                         + self.owner.settings.provider_timeout_s)
+            return self.owner.transcribe(bytes(self.audio), deadline=self._until())
 
     def close(self) -> None:
         try:
@@ -110,7 +110,7 @@ class OpenAIRealtimeHearing:
 
     def _wait_all(self) -> str:
         """Every committed item's transcript, in order, once all are complete."""
-        until = time.monotonic() + self.owner.settings.provider_timeout_s
+        until = time.monotonic() + max(0.0, self._until() - time.time())
         with self._state:
             while not self._failure and (len(self._items) < self._committed
                                          or any(i not in self._texts for i in self._items)):
@@ -119,6 +119,11 @@ class OpenAIRealtimeHearing:
             if self._failure:
                 raise RealtimeFailed(self._failure)
             return " ".join(t.strip() for i in self._items if (t := self._texts[i]).strip())
+
+    def _until(self) -> float:
+        """When the transcript must be in hand (epoch s): the turn's deadline, or the
+        provider timeout from now when that comes first."""
+        return min(self.deadline, time.time() + self.owner.settings.provider_timeout_s)
 
     def _send(self, event: dict[str, Any]) -> None:
         try:

@@ -5,6 +5,7 @@ on a Realtime transcription session (``openai_realtime``)."""
 from __future__ import annotations
 
 import logging
+import math
 import time
 
 from voxqueue.audio import to_wav
@@ -24,13 +25,13 @@ class OpenAITranscriber:
         self.settings = settings
         self.client = make_openai(settings, "STT (OpenAI)")
 
-    def hear(self) -> OpenAIRealtimeHearing | None:
+    def hear(self, *, deadline: float = math.inf) -> OpenAIRealtimeHearing | None:
         """A Realtime session for a streamed command; None (upload at the end) when the
         transport is ``upload`` or the session cannot be opened."""
         if self.settings.openai_stt_transport != "realtime":
             return None
         try:
-            return OpenAIRealtimeHearing(self)
+            return OpenAIRealtimeHearing(self, deadline)
         except Exception as exc:  # refused, unreachable, the extra missing
             log.warning("stt: no Realtime session (%s: %s); the command will be uploaded",
                         exc.__class__.__name__, exc)

@@ -27,6 +27,10 @@ from workers.stt.providers.base import Transcript
 if TYPE_CHECKING:
     from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
 
+#: The searches' names, and the phone loop's model (shipped in the pocketsphinx wheel).
+COMMANDS, PHONES = "commands", "phones"
+PHONE_LM = "en-us/en-us-phone.lm.bin"
+
 #: Partial paths fit worse than final ones (no rescoring yet: about 3 units per frame on the
 #: fixtures), so a partial command is trusted down to this much below the final threshold.
 PARTIAL_MIN_FIT_MARGIN = 2.0
@@ -48,22 +52,24 @@ def build_searches(owner: PocketsphinxTranscriber) -> Searches:
         return Decoder(Config(samprate=owner.settings.sample_rate, loglevel="ERROR"))
 
     commands = decoder()
-    commands.add_lm("commands", owner.command_lm)
-    commands.activate_search("commands")
+    commands.add_lm(COMMANDS, owner.command_lm)
+    commands.activate_search(COMMANDS)
     phones = decoder()
-    phones.add_allphone_file("phones", get_model_path("en-us/en-us-phone.lm.bin"))
-    phones.activate_search("phones")
+    phones.add_allphone_file(PHONES, get_model_path(PHONE_LM))
+    phones.activate_search(PHONES)
     return Searches(commands, phones, threading.Lock())
 
 
 class PocketsphinxHearing:
     """One utterance through the per-process searches (holds their lock until closed)."""
 
-    def __init__(self, owner: PocketsphinxTranscriber, searches: Searches) -> None:
+    def __init__(self, owner: PocketsphinxTranscriber, searches: Searches,
+                 deadline: float) -> None:
         from pocketsphinx import Vad
 
         self.owner = owner
         self.searches = searches
+        self.deadline = deadline
         self.audio = bytearray()
         self.speech_s = 0.0  # by pocketsphinx's voice activity detector, as the batch path
         self._vad = Vad(Vad.LOOSE, owner.settings.sample_rate)
@@ -95,7 +101,7 @@ class PocketsphinxHearing:
 
     def partial(self) -> Transcript:
         started = time.perf_counter()
-        return Transcript(text=_capitalized(self._command(final=False)),
+        return Transcript(text=capitalized(self._command(final=False)),
                           ttfb_ms=round((time.perf_counter() - started) * 1000, 2))
 
     def finish(self) -> Transcript:
@@ -104,8 +110,8 @@ class PocketsphinxHearing:
             self._end(d)
         text = self._command(final=True)
         if not text and self.speech_s >= self.owner.min_speech_s:  # not a command: as before
-            return self.owner.transcribe(bytes(self.audio), deadline=0)
-        return Transcript(text=_capitalized(text),
+            return self.owner.transcribe(bytes(self.audio), deadline=self.deadline)
+        return Transcript(text=capitalized(text),
                           ttfb_ms=round((time.perf_counter() - started) * 1000, 2))
 
     def close(self) -> None:
@@ -129,8 +135,8 @@ class PocketsphinxHearing:
         owner, s = self.owner, self.searches
         if self.speech_s < owner.min_speech_s:
             return ""
-        command, score = _best(s.commands)
-        _, reference = _best(s.phones)
+        command, score = best_hypothesis(s.commands)
+        _, reference = best_hypothesis(s.phones)
         fit = (score - reference) / max(1, s.commands.n_frames())
         found = owner.matcher.match(command, lenient=True) if command else []
         floor = owner.min_fit - (0 if final else PARTIAL_MIN_FIT_MARGIN)
@@ -139,7 +145,8 @@ class PocketsphinxHearing:
         return ""
 
 
-def _best(decoder: Any) -> tuple[str, float]:
+def best_hypothesis(decoder: Any) -> tuple[str, float]:
+    """A decoder's best path so far: its words (fillers and noise left out) and log score."""
     hyp: Any = decoder.hyp()
     if hyp is None:
         return "", float("-inf")
@@ -148,5 +155,5 @@ def _best(decoder: Any) -> tuple[str, float]:
     return " ".join(words), float(score)
 
 
-def _capitalized(text: str) -> str:
+def capitalized(text: str) -> str:
     return text[:1].upper() + text[1:]

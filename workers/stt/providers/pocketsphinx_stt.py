@@ -17,6 +17,7 @@ GIL while it decodes: threads would not run in parallel anyway).
 from __future__ import annotations
 
 import logging
+import math
 import os
 import tempfile
 import threading
@@ -30,14 +31,22 @@ from voxqueue.settings import Settings
 from workers.intents import IntentMatcher, matcher_for
 from workers.intents.corpus import END, START, command_lines
 from workers.stt.providers.base import Transcript
-from workers.stt.providers.pocketsphinx_hearing import PocketsphinxHearing, Searches, build_searches
+from workers.stt.providers.pocketsphinx_hearing import (
+    COMMANDS,
+    PHONE_LM,
+    PHONES,
+    PocketsphinxHearing,
+    Searches,
+    best_hypothesis,
+    build_searches,
+    capitalized,
+)
 
 if TYPE_CHECKING:
     from workers.toolkit.registry import ToolRegistry
 
 log = logging.getLogger(__name__)
 
-COMMANDS, PHONES = "commands", "phones"
 
 #: How much worse per frame (in the decoder's log units) the command hypothesis may fit the
 #: audio than a free phone loop and still be trusted. Commands measure about -1 to +11 on the
@@ -76,7 +85,7 @@ class PocketsphinxTranscriber:
         self.settings = settings
         self._lock = threading.Lock()
         self.decoder = Decoder(Config(samprate=settings.sample_rate, loglevel="ERROR"))
-        self.decoder.add_allphone_file(PHONES, get_model_path("en-us/en-us-phone.lm.bin"))
+        self.decoder.add_allphone_file(PHONES, get_model_path(PHONE_LM))
         self.matcher: IntentMatcher = matcher_for(registry)
         self.command_lm: Any = None
         self.biased = self._add_command_model()
@@ -132,7 +141,7 @@ class PocketsphinxTranscriber:
         return [(w, logmath.exp(p)) for p, w in ranked[:GENERAL_WORDS]]
 
     # -- decoding ---------------------------------------------------------------------------
-    def hear(self) -> PocketsphinxHearing | None:
+    def hear(self, *, deadline: float = math.inf) -> PocketsphinxHearing | None:
         """Recognize a command while it is spoken (``pocketsphinx_hearing``); None while
         another command is being heard in this process."""
         if self.command_lm is None:
@@ -143,7 +152,7 @@ class PocketsphinxTranscriber:
         if not self._searches.lock.acquire(blocking=False):
             return None
         try:
-            return PocketsphinxHearing(self, self._searches)
+            return PocketsphinxHearing(self, self._searches, deadline)
         except BaseException:
             self._searches.lock.release()
             raise
@@ -151,8 +160,8 @@ class PocketsphinxTranscriber:
     def transcribe(self, pcm: bytes, *, deadline: float) -> Transcript:
         started = time.perf_counter()
         heard = self.recognize(pcm)
-        text = heard.text[:1].upper() + heard.text[1:]
-        return Transcript(text=text, ttfb_ms=round((time.perf_counter() - started) * 1000, 2))
+        return Transcript(text=capitalized(heard.text),
+                          ttfb_ms=round((time.perf_counter() - started) * 1000, 2))
 
     def recognize(self, pcm: bytes, *, biased: bool = True) -> Recognition:
         """Decode one utterance (``biased=False``: the general model only)."""
@@ -186,12 +195,7 @@ class PocketsphinxTranscriber:
         d.start_utt()
         d.process_raw(pcm, full_utt=True)
         d.end_utt()
-        hyp: Any = d.hyp()
-        if hyp is None:
-            return "", float("-inf")
-        score = d.logmath.log(hyp.score) if hyp.score > 0 else float("-inf")
-        words = [w for w in hyp.hypstr.split() if not w.startswith(("<", "[", "+"))]
-        return " ".join(words), float(score)
+        return best_hypothesis(d)
 
 
 def speech_seconds(pcm: bytes, rate: int) -> float:
