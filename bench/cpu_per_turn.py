@@ -21,6 +21,7 @@ time is printed. (Profiling costs CPU: the figures of a profiled run are not the
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 import uuid
@@ -81,6 +82,8 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=60)
     parser.add_argument("--concurrency", type=int, default=12)
     parser.add_argument("--idle-s", type=float, default=20.0)
+    parser.add_argument("--json", type=Path, default=None,
+                        help="also write the figures to this file (bench.cpu_before_after)")
     parser.add_argument("--profile", type=Path, default=None,
                         help="a directory (outside the repository) for py-spy profiles of the "
                              "turns")
@@ -116,6 +119,9 @@ def main() -> None:
                 proc.terminate()
                 proc.wait(15)
     report(idle, real, floor, sentences, args)
+    if args.json:
+        args.json.write_text(json.dumps({"idle": idle, "per_turn": real, "floor": floor,
+                                         "ours": list(OURS)}))
     if profiles:
         print(profiles.summary())
 

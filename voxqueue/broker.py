@@ -1,5 +1,5 @@
-"""kombu's Redis transport, with two fixes: a crash on reconnection, and a message lost by a
-worker killed while taking it.
+"""kombu's Redis transport, with two fixes (a crash on reconnection, a message lost by a worker
+killed while taking it) and one saving (a client per connection pool, not per operation).
 
 **Taking a message.** kombu takes a message with ``BRPOP`` and only then, in the worker, adds
 it to its ``unacked`` set. A worker killed between the two (the reply read off the socket, or
@@ -8,7 +8,7 @@ set. A channel that consumes one queue (every worker ``voxqueue up``, compose an
 run) takes it with ``BLMOVE queue inflight`` instead: Redis moves it, atomically, into a list
 of that channel's own, and removes it from there only once it is in ``unacked``. The channel
 marks itself alive at each take; a list whose channel stopped doing so for a lease is put back
-in its queue by any worker (:func:`return_orphans`, run by the lease keeper). A channel on
+in its queue by any worker (:func:`return_orphans`, run with kombu's restore sweep). A channel on
 several queues keeps kombu's ``BRPOP`` (one ``BLMOVE`` waits on one list only).
 
 **Reconnection.** When the broker connection drops, a channel already released by its
@@ -22,6 +22,7 @@ timeout; every stage is idempotent, so running it again only finds its turn alre
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import uuid
@@ -34,6 +35,8 @@ from kombu.exceptions import InconsistencyError
 from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
+
+log = logging.getLogger("voxqueue.broker")
 
 #: The set of every channel's in-flight list, and the lists' prefix.
 INFLIGHT_INDEX = "_voxqueue.inflight"
@@ -48,6 +51,16 @@ while redis.call('lmove', KEYS[1], KEYS[3], 'RIGHT', 'RIGHT') do n = n + 1 end
 redis.call('srem', KEYS[4], KEYS[1])
 return n
 """
+
+
+#: Prefix of the keys that give one process the turn to sweep (see :func:`take_sweep_turn`).
+_SWEEP_TURN = "_voxqueue.sweep."
+
+
+def take_sweep_turn(client: redis.Redis, name: str, every_s: float) -> bool:
+    """True for one caller in every ``every_s`` seconds, across all processes: a sweep that
+    any worker may do needs doing once per period, not once per worker process."""
+    return bool(client.set(f"{_SWEEP_TURN}{name}", b"1", nx=True, px=max(1, int(every_s * 1000))))
 
 
 def inflight_key(queue: str, channel_id: str) -> str:
@@ -67,14 +80,49 @@ def return_orphans(client: redis.Redis) -> int:
     return returned
 
 
+class QoS(kombu_redis.QoS):
+    def restore_visible(self, start: int = 0, num: int = 10, interval: int = 10) -> None:
+        """The sweeps that give a dead worker's messages back: kombu's (expired leases) and
+        ours (in-flight lists of dead channels). Every worker process calls this each restore
+        interval; one of them sweeps, the others only find that it is not their turn."""
+        channel = self.channel
+        every = float(getattr(channel, "unacked_restore_interval", 1) or 1)
+        try:
+            with channel.conn_or_acquire() as client:
+                if not take_sweep_turn(client, "unacked", every * 0.9):
+                    return
+                if returned := return_orphans(client):
+                    log.warning("%d message(s) of a dead worker's channel put back in their "
+                                "queue", returned)
+        except InconsistencyError:
+            return
+        super().restore_visible(start, num, interval)
+
+
 class Channel(kombu_redis.Channel):
+    QoS = QoS
     _inflight_queue: str | None = None
+    _sync_client: tuple[Any, Any] | None = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._channel_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._alive_at = -1e9
         self.lease_s = float(self.visibility_timeout)
+
+    # -- one client per pool ----------------------------------------------------------------
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        """kombu builds a new ``redis.Redis`` for every synchronous operation (each ack, each
+        event, each restore sweep): a tenth of a busy worker's time went there. A client is
+        only a handle on its connection pool, and safe across threads, so one per pool does;
+        a reconnection makes a new pool, and with it a new client."""
+        if asynchronous:
+            return super()._create_client(asynchronous=True)
+        pool = self.pool
+        cached = self._sync_client
+        if cached is None or cached[0] is not pool:
+            cached = self._sync_client = (pool, super()._create_client(asynchronous=False))
+        return cached[1]
 
     def _connparams(self, *args: Any, **kwargs: Any) -> Any:
         if self.connection is None or self.connection.client is None:

@@ -18,8 +18,6 @@ AGENT_RESUME = "voxqueue.agent.resume"
 AGENT_CHORD_FAILED = "voxqueue.agent.chord_failed"
 TOOLS_RUN = "voxqueue.tools.run"
 TTS_SPEAK = "voxqueue.tts.speak"
-MONITOR_SWEEP = "voxqueue.monitor.sweep_turns"
-FIRE_TIMERS = "voxqueue.monitor.fire_timers"
 
 #: Hard time limit per queue, in seconds (enforced by the prefork pool; client timeouts
 #: inside the providers bound the thread pool). All stay well under the visibility timeout.

@@ -163,6 +163,11 @@ class Keys:
         """Sorted set: pending timer and reminder ids scored by due time (epoch seconds)."""
         return f"{self.prefix}:timers:due"
 
+    def timers_wake(self) -> str:
+        """List: a wake-up for the housekeeping loop, pushed when a timer is added (at most
+        one element)."""
+        return f"{self.prefix}:timers:wake"
+
     def timer_items(self) -> str:
         """Hash: timer id -> its JSON (what to announce, to whom)."""
         return f"{self.prefix}:timers:items"

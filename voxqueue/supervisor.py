@@ -20,7 +20,7 @@ from typing import Any
 from voxqueue.child_process import Proc, kill_group, start_child, terminate
 from voxqueue.embedded_redis import embedded_redis_url, redis_answers, start_embedded_redis
 from voxqueue.flower_auth import flower_credentials
-from voxqueue.process_table import BEAT_SCHEDULER, DEFAULT_POOLS, worker_names
+from voxqueue.process_table import BEAT_SCHEDULER, DEFAULT_POOLS, HEARTBEAT_S, worker_names
 from voxqueue.redis_conn import redact
 from voxqueue.restarts import RestartPolicy, log_to_stderr, respawn, schedule_restart
 from voxqueue.settings import QUEUES, Settings
@@ -73,7 +73,10 @@ class Supervisor:
         return [sys.executable, "-m", "celery", "-A", "workers", "worker",
                 "-Q", ",".join(queue_list), "-n", f"{name}@%h", "-P", pool,
                 "-c", str(concurrency), "--prefetch-multiplier", "1", "-E",
-                "-l", loglevel, "--without-gossip", "--without-mingle"]
+                # A heartbeat (an event to Flower) every 10 s, not 2: Flower counts a worker
+                # offline after two missed ones.
+                "--heartbeat-interval", str(HEARTBEAT_S), "-l", loglevel,
+                "--without-gossip", "--without-mingle"]
 
     def beat_argv(self, loglevel: str = "INFO") -> list[str]:
         """Beat with its schedule and lock in Redis (celery-redbeat): one runs at a time.

@@ -30,6 +30,7 @@ SESSION_INDEX_MAX = 100_000
 _EMIT = """
 if redis.call('exists', KEYS[2]) == 1 then return false end
 if KEYS[3] ~= '' and redis.call('get', KEYS[3]) ~= ARGV[1] then return -1 end
+if KEYS[4] and redis.call('exists', KEYS[4]) == 1 then return -2 end
 return redis.call('xadd', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
 """
 
@@ -165,6 +166,23 @@ class TurnStore:
         if self._emit(keys=keys, args=args) == -1:
             raise Fenced(f"turn {turn_id}: a newer attempt owns this job")
         return event
+
+    def emit_unless_stopped(self, turn_id: str, type: EventType,
+                            data: Mapping[str, Any] | None = None, pcm: bytes | None = None,
+                            fence: Fence | None = None) -> str:
+        """``emit``, unless the turn has ended or was cancelled: returns "emitted", "ended" or
+        "cancelled" (nothing written then), in the same one round trip."""
+        event = TurnEvent(type=type, turn_id=turn_id, data=dict(data or {}))
+        args: list[str | bytes | int] = [fence.attempt if fence else 0, STREAM_MAXLEN,
+                                         "e", event.model_dump_json()]
+        if pcm is not None:
+            args += ["pcm", pcm]
+        keys = [self.keys.events(turn_id), self.keys.ended(turn_id), fence.key if fence else "",
+                self.keys.cancel(turn_id)]
+        result = self._emit(keys=keys, args=args)
+        if result == -1:
+            raise Fenced(f"turn {turn_id}: a newer attempt owns this job")
+        return "cancelled" if result == -2 else "ended" if result is None else "emitted"
 
     def once(self, turn_id: str, name: str, fence: Fence | None = None) -> Once:
         """Writes that happen the first time ``name`` is claimed for this turn, atomically with

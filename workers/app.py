@@ -11,8 +11,9 @@ from functools import cached_property
 
 from celery import Celery
 
-from voxqueue.celery_config import FIRE_TIMERS, MONITOR_SWEEP, celery_config
+from voxqueue.celery_config import celery_config
 from voxqueue.settings import get_settings
+from workers.housekeeping import loop as housekeeping
 from workers.housekeeping.beat_scheduler import beat_config
 from workers.runtime import lifecycle
 from workers.runtime.resources import Runtime
@@ -29,18 +30,16 @@ class VoxCelery(Celery):
 
 app = VoxCelery("workers", set_as_current=True)
 lifecycle.install(app, lambda: app.runtime)
+housekeeping.install(app, lambda: app.runtime)  # timers and overdue turns, in monitor workers
 app.conf.update(celery_config(get_settings()))
 app.conf.update(beat_config(get_settings()))  # beat's schedule and lock live in Redis
-app.conf.beat_schedule = {
-    "sweep-overdue-turns": {"task": MONITOR_SWEEP, "schedule": 2.0},
-    "fire-timers": {"task": FIRE_TIMERS, "schedule": 1.0},
-}
+# Beat runs only the monitors a user scheduled: timers and overdue turns are the monitor
+# workers' housekeeping loop (workers/housekeeping/loop.py), not a task every second.
+app.conf.beat_schedule = {}
 app.conf.include = [
     "workers.stt.task",
     "workers.agent.task",
     "workers.tools.task",
     "workers.tts.task",
-    "workers.housekeeping.sweep",
-    "workers.housekeeping.timers",
     "workers.monitor.run",
 ]

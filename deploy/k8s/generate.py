@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from voxqueue.process_table import BEAT_SCHEDULER, DEFAULT_POOLS, DEFAULT_PROCESSES
+from voxqueue.process_table import BEAT_SCHEDULER, DEFAULT_POOLS, DEFAULT_PROCESSES, HEARTBEAT_S
 from voxqueue.settings import QUEUES, Settings
 
 OUT = Path(__file__).with_name("voxqueue.yaml")
@@ -94,7 +94,8 @@ def worker(queue: str) -> dict[str, Any]:
     pool, concurrency = DEFAULT_POOLS[queue]
     return deployment(f"worker-{queue}", [
         "celery", "-A", "workers", "worker", "-Q", queue, "-n", f"{queue}@$(POD_NAME)",
-        "-P", pool, "-c", str(concurrency), "--prefetch-multiplier", "1", "-E"],
+        "-P", pool, "-c", str(concurrency), "--prefetch-multiplier", "1", "-E",
+        "--heartbeat-interval", str(HEARTBEAT_S)],
         replicas=DEFAULT_PROCESSES.get(queue, 1), extra_env=[*provider_env(queue), POD_NAME])
 
 

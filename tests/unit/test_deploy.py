@@ -13,7 +13,7 @@ import yaml
 
 from tests.conftest import ROOT
 from voxqueue.celery_config import celery_config
-from voxqueue.process_table import DEFAULT_PROCESSES
+from voxqueue.process_table import DEFAULT_PROCESSES, HEARTBEAT_S
 from voxqueue.settings import QUEUES, Settings
 
 DEPLOY = ROOT / "deploy"
@@ -34,6 +34,7 @@ def test_compose_has_one_worker_service_per_queue():
         assert command[:4] == ["celery", "-A", "workers", "worker"]
         assert flag(command, "-Q") == queue
         assert flag(command, "--prefetch-multiplier") == "1" and "-E" in command
+        assert flag(command, "--heartbeat-interval") == str(HEARTBEAT_S)  # as `up` runs them
         assert flag(command, "-P") == "threads"  # I/O-bound with cloud providers
         replicas = services[f"worker-{queue}"].get("deploy", {}).get("replicas", 1)
         assert replicas == DEFAULT_PROCESSES.get(queue, 1)

@@ -1,2 +1,3 @@
-"""Beat's own housekeeping: its scheduler, the sweep that ends overdue turns, and the firing
-of due timers. Not a queue of the pipeline: these run on the ``monitor`` queue."""
+"""The system's own upkeep: beat's scheduler (for the monitors a user scheduled), and the
+monitor workers' housekeeping loop that fires timers and ends overdue turns. Not a queue of
+the pipeline, and no task of its own."""

@@ -1,12 +1,13 @@
 """Leases: a live worker keeps the tasks it holds; a dead worker's tasks run again in seconds.
 
 kombu's Redis transport keeps every delivered, unacknowledged message in the ``unacked`` hash,
-with its delivery time in the ``unacked_index`` sorted set; every worker sweeps that index each
-``unacked_restore_interval`` and puts back in its queue whatever is older than the
-``visibility_timeout``. With a short visibility timeout (the lease, a few seconds) that sweep
-would hand out running tasks too, so each worker process renews what it holds: every quarter
-lease it re-scores its own deliveries (``ZADD unacked_index XX now tag``). A worker that dies,
-in any pool, stops renewing, and its tasks are back in their queue one lease later.
+with its delivery time in the ``unacked_index`` sorted set; each ``unacked_restore_interval``
+one worker process (``voxqueue.broker.QoS``) sweeps that index and puts back in its queue
+whatever is older than the ``visibility_timeout``. With a short visibility timeout (the lease,
+a few seconds) that sweep would hand out running tasks too, so each worker process renews what
+it holds: every quarter lease it re-scores its own deliveries (``ZADD unacked_index XX now
+tag``). A worker that dies, in any pool, stops renewing, and its tasks are back in their queue
+one lease later.
 
 A task past its hard time limit loses its lease as well: the threads pool cannot stop a
 thread, so the task is handed to another worker, and the stuck one is fenced (its writes are
@@ -25,8 +26,6 @@ from typing import Any
 import redis
 import structlog
 from celery.exceptions import SoftTimeLimitExceeded
-
-from voxqueue.broker import return_orphans
 
 log = structlog.get_logger("voxqueue.lease")
 
@@ -74,10 +73,7 @@ class LeaseKeeper:
     def _loop(self) -> None:
         while not self._stop.wait(self.lease_s / 4):
             try:
-                self.renew()
-                if returned := return_orphans(self.r):
-                    log.warning("messages of a dead worker's channel put back in their queue",
-                                count=returned)
+                self.renew()  # (no Redis command when this process holds nothing)
             except Exception as exc:  # Redis away: the lease runs out, as it must
                 log.warning("lease renewal failed", error=str(exc))
 

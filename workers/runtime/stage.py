@@ -99,6 +99,18 @@ class Stage:
             return True
         return False
 
+    def emit_or_stop(self, type: EventType, data: Mapping[str, Any] | None = None,
+                     pcm: bytes | None = None) -> bool:
+        """Append an event and return True; or, when the turn has ended, was cancelled or is
+        past its deadline, write nothing, end it if it is not (as ``should_stop``) and return
+        False. One round trip, the check included: for the work that emits all along."""
+        if self.remaining() <= 0:
+            return not self.should_stop()
+        outcome = self.rt.store.emit_unless_stopped(self.turn_id, type, data, pcm, self.fence)
+        if outcome == "cancelled":
+            self.rt.store.finish(self.spec, "cancelled")
+        return outcome == "emitted"
+
     def finish(self, status: str = "ok", **data: Any) -> None:
         self.rt.store.finish(self.spec, status, data=data)
 

@@ -123,6 +123,9 @@ class TimerStore:
         pipe.hset(self.keys.timer_items(), item.id, json.dumps(asdict(item)))
         pipe.zadd(self.keys.owner_timers(owner), {item.id: due})
         pipe.zadd(self.keys.timers_due(), {item.id: due})
+        # Wake the housekeeping loop, which may be sleeping past this item's due time.
+        pipe.lpush(self.keys.timers_wake(), b"1")
+        pipe.ltrim(self.keys.timers_wake(), 0, 0)
         pipe.execute()
         return item
 

@@ -17,10 +17,6 @@ from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
 from workers.tts.chunking import rechunk
 
-#: How often a streaming sentence checks for barge-in, cancellation and the deadline.
-STOP_CHECK_S = 0.1
-
-
 @app.task(name=TTS_SPEAK, bind=True, time_limit=TIME_LIMITS["tts"],
           soft_time_limit=TIME_LIMITS["tts"] - 10)
 def speak(self: Task, job: dict[str, Any]) -> None:
@@ -50,7 +46,6 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
                              "worker": stage.worker, "attempt": stage.attempt})
     ttfb_ms: float | None = None
     n_bytes = 0
-    checked = started
     try:
         synth = rt.synthesizer
         with span("tts.stream", seq=tjob.seq, provider=synth.name):
@@ -59,13 +54,11 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
             for idx, pcm in enumerate(chunks):
                 if ttfb_ms is None:
                     ttfb_ms = round((time.time() - started) * 1000, 2)
-                now = time.time()
-                if now - checked >= STOP_CHECK_S:
-                    checked = now
-                    if stage.should_stop():  # barge-in or deadline: stop
-                        return
-                stage.emit("tts-chunk", {"seq": tjob.seq, "idx": idx, "attempt": stage.attempt,
-                                         "offset": n_bytes, "bytes": len(pcm)}, pcm=pcm)
+                # Each write checks for barge-in, cancellation and the deadline: stop then.
+                if not stage.emit_or_stop("tts-chunk", {
+                        "seq": tjob.seq, "idx": idx, "attempt": stage.attempt,
+                        "offset": n_bytes, "bytes": len(pcm)}, pcm=pcm):
+                    return
                 n_bytes += len(pcm)
                 if idx == 0:
                     stage.crash_point("tts.mid-stream")

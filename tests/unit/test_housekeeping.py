@@ -1,0 +1,92 @@
+"""The housekeeping loop on a real Redis: timers fire once and on time, even one added while
+the loop sleeps; overdue turns end; a sweep takes turns across processes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from voxqueue.broker import take_sweep_turn
+from voxqueue.keys import Keys
+from voxqueue.turns import TurnStore
+from workers.housekeeping.loop import Housekeeper
+from workers.toolkit.timer_store import TimerStore
+
+DB = 13
+
+
+@pytest.fixture
+def r(redis_server) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_server.url[:-1] + str(DB))
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+def keeper(r: redis.Redis, max_wait_s: float) -> Housekeeper:
+    keys = Keys("hk")
+    return Housekeeper(r, keys, TurnStore(r, keys, ttl_s=600), max_wait_s=max_wait_s)
+
+
+def announcements(r: redis.Redis, owner: str) -> list[dict]:
+    stream = TimerStore(r, Keys("hk")).stream_of(owner)
+    return [{k.decode(): v.decode() for k, v in fields.items()} for _, fields in r.xrange(stream)]
+
+
+def test_a_timer_added_while_the_loop_sleeps_fires_on_time_and_once(r):
+    loop = keeper(r, max_wait_s=60.0)  # with nothing due it would sleep a minute
+    loop.start()
+    try:
+        time.sleep(0.3)  # asleep now: nothing is due
+        due = time.time() + 0.5
+        TimerStore(r, Keys("hk")).new("timer", "device:kitchen", "tea", "Tea is ready.", due)
+        give_up = time.time() + 10
+        while not announcements(r, "device:kitchen"):
+            assert time.time() < give_up, "the timer never fired: the loop was not woken"
+            time.sleep(0.05)
+        late = time.time() - due
+        assert late < 5, f"fired {late:.1f} s late (the loop slept past it)"
+        time.sleep(0.5)
+        assert len(announcements(r, "device:kitchen")) == 1
+        assert r.zcard(Keys("hk").timers_due()) == 0
+    finally:
+        loop.stop()
+
+
+def test_two_loops_fire_each_timer_once(r):
+    store = TimerStore(r, Keys("hk"))
+    for i in range(20):
+        store.new("timer", "device:hall", f"t{i}", f"Timer {i}.", time.time() + 0.2 + i * 0.01)
+    loops = [keeper(r, max_wait_s=0.05), keeper(r, max_wait_s=0.05)]
+    for loop in loops:
+        loop.start()
+    try:
+        give_up = time.time() + 10
+        while len(announcements(r, "device:hall")) < 20:
+            assert time.time() < give_up
+            time.sleep(0.05)
+        time.sleep(0.3)
+        said = [a["e"] for a in announcements(r, "device:hall")]
+        assert len(said) == 20 and len(set(said)) == 20
+    finally:
+        for loop in loops:
+            loop.stop()
+
+
+def test_a_round_sleeps_until_the_soonest_due_time(r):
+    loop = keeper(r, max_wait_s=30.0)
+    assert loop.round() == pytest.approx(30.0, abs=0.5)  # nothing due: the longest sleep
+    TimerStore(r, Keys("hk")).new("timer", "device:x", "soon", "Soon.", time.time() + 2.0)
+    assert loop.round() == pytest.approx(2.0, abs=0.5)
+
+
+def test_one_sweeper_per_period_across_callers(r):
+    assert take_sweep_turn(r, "unacked", 0.3)
+    assert not take_sweep_turn(r, "unacked", 0.3)  # another process, same period
+    assert take_sweep_turn(r, "orphans", 0.3)  # each sweep has its own turn
+    time.sleep(0.35)
+    assert take_sweep_turn(r, "unacked", 0.3)

@@ -1,0 +1,120 @@
+"""The housekeeping loop: fires due timers and ends overdue turns, without a task per second.
+
+A thread of each process that consumes the ``monitor`` queue sleeps on Redis (``BLPOP`` of a
+wake list) until the soonest of the next timer's due time, the nearest turn deadline and
+``MAX_WAIT_S``; adding a timer pushes onto the wake list, so a timer set while the loop sleeps
+still fires on time. Nothing here is a Celery task: it sends no message, no task event, and
+Flower's task list holds only the turns and the monitors a user scheduled.
+
+Several monitor processes may run the loop at once: a timer is claimed once (one script), a
+turn ends once. A Redis outage pauses the loop; it catches up when Redis is back.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import redis
+import structlog
+from celery.signals import worker_ready, worker_shutdown
+
+from voxqueue.keys import Keys
+from voxqueue.turns import TurnStore
+from workers.housekeeping.sweep import end_overdue
+from workers.housekeeping.timers import fire_due
+from workers.toolkit.timer_store import TimerStore
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+    from workers.runtime.resources import Runtime
+
+log = structlog.get_logger("voxqueue.monitor")
+
+#: Longest sleep: a turn begun while the loop sleeps is swept at most this late.
+MAX_WAIT_S = 1.0
+#: Shortest blocking wait worth a round trip.
+MIN_WAIT_S = 0.01
+#: Pause after a failed round (Redis away).
+RETRY_S = 1.0
+
+
+class Housekeeper:
+    """The loop of one process (see the module's doc)."""
+
+    def __init__(self, r: redis.Redis, keys: Keys, store: TurnStore, *,
+                 max_wait_s: float = MAX_WAIT_S) -> None:
+        self.r = r
+        self.keys = keys
+        self.store = store
+        self.timers = TimerStore(r, keys)
+        self.max_wait_s = max_wait_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="voxqueue-housekeeping",
+                                        daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def round(self) -> float:
+        """Fire what is due, end what is overdue; returns how long to sleep until the next."""
+        timer_at, deadline = self._soonest()
+        now = time.time()
+        timers_due = timer_at is not None and timer_at <= now
+        turns_due = deadline is not None and deadline <= now
+        if timers_due:
+            fire_due(self.timers)
+        if turns_due:
+            end_overdue(self.store)
+        if timers_due or turns_due:  # (more than one round's worth may have been due)
+            timer_at, deadline = self._soonest()
+        wake_at = min(t for t in (time.time() + self.max_wait_s, timer_at, deadline)
+                      if t is not None)
+        return max(0.0, wake_at - time.time())
+
+    def _soonest(self) -> tuple[float | None, float | None]:
+        """The next timer's due time and the nearest turn deadline (None: there is none)."""
+        pipe = self.r.pipeline(transaction=False)
+        pipe.zrange(self.keys.timers_due(), 0, 0, withscores=True)
+        pipe.zrange(self.keys.active_turns(), 0, 0, withscores=True)
+        timers, turns = pipe.execute()
+        return (float(timers[0][1]) if timers else None, float(turns[0][1]) if turns else None)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                wait = self.round()
+                if wait >= MIN_WAIT_S:
+                    # Returns early when a timer is added (``TimerStore.new`` pushes a wake).
+                    self.r.blpop([self.keys.timers_wake()], timeout=wait)
+            except Exception as exc:  # Redis away: try again, catch up when it is back
+                log.warning("housekeeping round failed", error=str(exc))
+                self._stop.wait(RETRY_S)
+
+
+def install(app: Celery, runtime: Callable[[], Runtime]) -> None:
+    """Run the loop in every worker process that consumes the ``monitor`` queue, from the
+    moment it is ready until it shuts down."""
+    running: list[Housekeeper] = []
+
+    def start(**_: Any) -> None:
+        if "monitor" not in (app.amqp.queues.consume_from or ()):
+            return
+        rt = runtime()
+        keeper = Housekeeper(rt.redis, rt.keys, rt.store)
+        keeper.start()
+        running.append(keeper)
+        log.info("housekeeping loop started", max_wait_s=keeper.max_wait_s)
+
+    def stop(**_: Any) -> None:
+        while running:
+            running.pop().stop()
+
+    worker_ready.connect(start, weak=False)
+    worker_shutdown.connect(stop, weak=False)
