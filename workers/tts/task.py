@@ -17,6 +17,7 @@ from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage, begin
 from workers.tts.chunking import rechunk
 
+
 @app.task(name=TTS_SPEAK, bind=True, time_limit=TIME_LIMITS["tts"],
           soft_time_limit=TIME_LIMITS["tts"] - 10)
 def speak(self: Task, job: dict[str, Any]) -> None:
