@@ -6,7 +6,7 @@ it to its ``unacked`` set. A worker killed between the two (the reply read off t
 still in it, waiting for a busy interpreter) loses the message: it is in no queue and in no
 set. A channel that consumes one queue (every worker ``voxqueue up``, compose and Kubernetes
 run) takes it with ``BLMOVE queue inflight`` instead: Redis moves it, atomically, into a list
-of that channel's own, and removes it from there only once it is in ``unacked``. The channel
+of that channel's own, and moves it from there into ``unacked`` in one transaction. The channel
 marks itself alive at each take; a list whose channel stopped doing so for a lease is put back
 in its queue by any worker (:func:`return_orphans`, run with kombu's restore sweep). A channel on
 several queues keeps kombu's ``BRPOP`` (one ``BLMOVE`` waits on one list only).
@@ -27,14 +27,15 @@ import os
 import socket
 import uuid
 from queue import Empty
-from time import monotonic
+from time import monotonic, time
 from typing import Any
 
 import redis
 from kombu.exceptions import InconsistencyError
 from kombu.transport import redis as kombu_redis
+from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
-from kombu.utils.json import loads
+from kombu.utils.json import dumps, loads
 
 log = logging.getLogger("voxqueue.broker")
 
@@ -99,8 +100,29 @@ class QoS(kombu_redis.QoS):
         super().restore_visible(start, num, interval)
 
 
+    def append(self, message: Any, delivery_tag: Any) -> None:
+        """kombu's record of a delivered message (``unacked``); for a message taken into this
+        channel's in-flight list, with its removal from that list in the same transaction:
+        the message is in exactly one of the two at every moment, for one round trip."""
+        taking = self.channel._taking
+        if taking is None:
+            return super().append(message, delivery_tag)
+        self.channel._taking = None
+        delivery = message.delivery_info
+        with self.pipe_or_acquire() as pipe:
+            pipe.zadd(self.unacked_index_key, {delivery_tag: time()})
+            pipe.hset(self.unacked_key, delivery_tag,
+                      dumps([message._raw, delivery["exchange"], delivery["routing_key"]]))
+            pipe.lrem(taking[0], 1, taking[1])
+            pipe.execute()
+        virtual.QoS.append(self, message, delivery_tag)
+        return None
+
+
 class Channel(kombu_redis.Channel):
     QoS = QoS
+    #: The in-flight list and the message being delivered from it (see ``QoS.append``).
+    _taking: tuple[str, bytes] | None = None
     _inflight_queue: str | None = None
     _sync_client: tuple[Any, Any] | None = None
 
@@ -156,11 +178,15 @@ class Channel(kombu_redis.Channel):
                 raise
             if not item:
                 raise Empty()
+            self._taking = (inflight_key(queue, self._channel_id), item)
             self.connection._deliver(loads(bytes_to_str(item)), queue)  # now in unacked
-            with self.conn_or_acquire() as client:
-                client.lrem(inflight_key(queue, self._channel_id), 1, item)
+            if self._taking is not None:  # not recorded by QoS.append (a no-ack consumer)
+                key, raw = self._taking
+                with self.conn_or_acquire() as client:
+                    client.lrem(key, 1, raw)
             return True
         finally:
+            self._taking = None
             self._in_poll = None  # type: ignore[assignment]
             self._flush_brpop_reauth()
 
