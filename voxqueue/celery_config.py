@@ -50,9 +50,9 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "socket_keepalive": True,
         "health_check_interval": 25,
         "retry_on_timeout": True,
-        # The lease (workers/runtime/lease.py): every worker sweeps the unacked index each
-        # second, and a sweeper that dies holding kombu's restore lock frees it in 5 s (the
-        # default, 300 s, would stop every takeover for five minutes).
+        # The lease (workers/runtime/lease.py): one worker process sweeps the unacked index
+        # each second (voxqueue.broker.QoS), and a sweeper that dies holding kombu's restore
+        # lock frees it in 5 s (the default, 300 s, would stop every takeover for 5 minutes).
         "unacked_restore_interval": 1,
         "unacked_restore_throttle": 1,
         "unacked_mutex_expire": 5,

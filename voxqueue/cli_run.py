@@ -42,7 +42,7 @@ def worker(
 
 def up(
     flower: Annotated[bool, typer.Option(help="Run the Flower dashboard.")] = True,
-    beat: Annotated[bool, typer.Option(help="Run beat (monitors, deadline sweeper).")] = True,
+    beat: Annotated[bool, typer.Option(help="Run beat (the scheduled monitors).")] = True,
     processes: Annotated[str | None, typer.Option(
         help="Worker processes per queue, e.g. 'tts=3,agent=2' (default: "
              f"{','.join(f'{q}={n}' for q, n in DEFAULT_PROCESSES.items())} with cloud "

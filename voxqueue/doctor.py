@@ -89,8 +89,9 @@ def check_beat(client: redis.Redis, settings: Settings) -> Check:
         return Check("beat", False, str(exc), "check Redis")
     if held:
         return Check("beat", True, "one beat holds the scheduler lock")
-    return Check("beat", False, "no beat is running (timers, monitors and the deadline sweeper "
-                 "need it)", "run exactly one: celery -A workers beat -S "
+    return Check("beat", False, "no beat is running (the scheduled monitors need it; timers and "
+                 "the deadline sweeper run in the monitor workers)",
+                 "run exactly one: celery -A workers beat -S "
                  "workers.housekeeping.beat_scheduler:ResilientScheduler (voxqueue up does)")
 
 
