@@ -63,11 +63,11 @@ def configure_logging(loglevel: Any = None, **_: Any) -> None:
     root.setLevel(level)
     for noisy in ("httpx", "httpcore", "httpx2"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    # Celery's "Task … received" and "Task … succeeded" lines: two JSON records per task, a
-    # twentieth of a busy worker's CPU, saying what Flower and `voxqueue trace` show. Kept at
-    # DEBUG; failures are still logged (at ERROR).
-    for per_task in ("celery.worker.strategy", "celery.app.trace"):
-        logging.getLogger(per_task).setLevel(level if level <= logging.DEBUG else logging.WARNING)
+    # Celery's "Task … received" line: a JSON record per task, written by the consumer's loop
+    # (so it names no turn), ~4% of a busy worker's CPU. Kept at DEBUG; the "succeeded" line,
+    # which carries the turn's context, stays.
+    logging.getLogger("celery.worker.strategy").setLevel(
+        level if level <= logging.DEBUG else logging.WARNING)
 
 
 def warm_up(rt: Runtime, queues: frozenset[str]) -> None:
