@@ -181,6 +181,13 @@ def test_up_starts_embedded_redis_workers_beat_and_flower_behind_auth(tmp_path):
             seen = _flower_workers(base, ("ops", "s3cret-pw"))
             time.sleep(1)
         assert {"agent-2", "tts-3"} <= expected <= seen, seen
+        # Idle, nothing runs as a task: timers and overdue turns are the monitor workers' loop,
+        # not a task every second that would fill Flower's task list.
+        time.sleep(3)
+        with urllib.request.urlopen(_request(f"{base}/api/tasks", ("ops", "s3cret-pw")),
+                                    timeout=10) as answer:
+            tasks = json.loads(answer.read())
+        assert tasks == {}, sorted({t.get("name") for t in tasks.values()})
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         output, _ = proc.communicate(timeout=60)
