@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from voxqueue.contracts import TurnSpec
+from voxqueue.effects import Fence
 from workers.runtime.resources import Runtime
 
 # KEYS: turn hash, marker key. ARGV: ttl.
@@ -34,10 +35,14 @@ else redis.call('hset', KEYS[1], 'tts_status', ARGV[1]) end
 return {tonumber(sent), redis.call('scard', KEYS[2]), redis.call('hget', KEYS[1], 'tts_status')}
 """
 
-# KEYS: turn hash, done set. ARGV: seq, ttl. Returns {total or -1, done, status or ''}.
+# KEYS: turn hash, done set, the job's fence ('' if none), its done marker ('' if none).
+# ARGV: seq, ttl, attempt. Returns {total or -1, done, status or ''}, or {-2, 0, ''} and writes
+# nothing when a newer delivery of the job owns it (the fence holds another attempt).
 _DONE = """
+if KEYS[3] ~= '' and redis.call('get', KEYS[3]) ~= ARGV[3] then return {-2, 0, ''} end
 redis.call('sadd', KEYS[2], ARGV[1])
 redis.call('expire', KEYS[2], ARGV[2])
+if KEYS[4] ~= '' then redis.call('set', KEYS[4], '1', 'EX', ARGV[2]) end
 local total = redis.call('hget', KEYS[1], 'tts_total')
 return {tonumber(total or -1), redis.call('scard', KEYS[2]),
         redis.call('hget', KEYS[1], 'tts_status') or ''}
@@ -70,16 +75,19 @@ def close(rt: Runtime, spec: TurnSpec, end_status: str = "ok") -> None:
     _finish_if_complete(rt, spec, int(total), int(done), status)
 
 
-def is_done(rt: Runtime, turn_id: str, seq: int) -> bool:
-    """Whether sentence ``seq`` was already spoken to its end."""
-    return bool(rt.redis.sismember(rt.keys.tts_done(turn_id), str(seq)))
-
-
-def sentence_done(rt: Runtime, spec: TurnSpec, seq: int) -> None:
-    """Sentence ``seq`` is spoken (or will never be): end the turn if it was the last."""
-    keys = [rt.keys.turn(spec.turn_id), rt.keys.tts_done(spec.turn_id)]
-    total, done, status = rt.script(_DONE)(keys=keys, args=[seq, rt.settings.turn_ttl_s])
+def sentence_done(rt: Runtime, spec: TurnSpec, seq: int, *, fence: Fence | None = None,
+                  job_done: str | None = None) -> bool:
+    """Sentence ``seq`` is spoken (or will never be): end the turn if it was the last. With a
+    ``fence``, only while that attempt is still the job's newest (False, nothing written,
+    otherwise); ``job_done``, the job's done marker, is set in the same step."""
+    keys = [rt.keys.turn(spec.turn_id), rt.keys.tts_done(spec.turn_id),
+            fence.key if fence else "", job_done or ""]
+    total, done, status = rt.script(_DONE)(
+        keys=keys, args=[seq, rt.settings.turn_ttl_s, fence.attempt if fence else 0])
+    if int(total) == -2:
+        return False
     _finish_if_complete(rt, spec, int(total), int(done), status)
+    return True
 
 
 def _finish_if_complete(rt: Runtime, spec: TurnSpec, total: int, done: int, status: Any) -> None:

@@ -39,6 +39,8 @@ class Stage:
         self.task_id = task_id
         #: Only this job's newest delivery may write; a stale one is stopped (``Fenced``).
         self.fence = Fence(rt.keys.deliveries(task_id), attempt) if task_id else None
+        #: For a TTS job: whether its sentence was already spoken (read by ``begin``).
+        self.sentence_spoken = False
         self.log = log.bind(turn_id=spec.turn_id, session_id=spec.session_id,
                             device=spec.device, queue=queue, attempt=attempt)
 
@@ -69,12 +71,6 @@ class Stage:
     def crash_point(self, name: str) -> None:
         """A place where a test may kill this process (``workers/runtime/crash.py``)."""
         crash_point(self.rt, name, self.spec)
-
-    def is_current(self) -> bool:
-        """Whether this is still the job's newest delivery (no newer one took over)."""
-        if self.fence is None:
-            return True
-        return bool(self.rt.redis.get(self.fence.key) == str(self.attempt).encode())
 
     def complete(self) -> None:
         """This job is done: a copy delivered later (sent twice, or redelivered) is skipped."""
@@ -127,12 +123,13 @@ def runtime_of(task: Task) -> Runtime:
     return rt
 
 
-def begin(task: Task, job: _Job, queue: str) -> Stage | None:
+def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> Stage | None:
     """Enter a stage, or None when the job must not be worked on (turn gone or ended, job done,
     over the delivery cap).
 
     One round trip to Redis: the spec, the delivery count (this attempt's fence), the end and
-    cancel flags and the job's done marker.
+    cancel flags, the job's done marker and, given a ``sentence``, whether it was already
+    spoken (``Stage.sentence_spoken``).
     """
     started = time.time()
     rt = runtime_of(task)
@@ -144,13 +141,16 @@ def begin(task: Task, job: _Job, queue: str) -> Stage | None:
     pipe.expire(k.deliveries(task_id), rt.settings.turn_ttl_s)
     pipe.exists(k.ended(job.turn_id), k.cancel(job.turn_id))
     pipe.exists(k.job_done(task_id))
-    raw_spec, attempt, _, flags, done = pipe.execute()
+    if sentence is not None:
+        pipe.sismember(k.tts_done(job.turn_id), str(sentence))
+    raw_spec, attempt, _, flags, done, *spoken = pipe.execute()
     if raw_spec is None:
         log.warning("turn not found; dropping task", turn_id=job.turn_id, queue=queue)
         return None
     spec = TurnSpec.model_validate_json(raw_spec)
     stage = Stage(rt, spec, queue, int(attempt), started_at=started,
                   worker=task.request.hostname or "", task_id=task_id)
+    stage.sentence_spoken = bool(spoken and spoken[0])
     structlog.contextvars.bind_contextvars(session_id=spec.session_id, device=spec.device)
     if done:
         stage.log.info("job already done; skipping this copy")

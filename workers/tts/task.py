@@ -23,20 +23,21 @@ from workers.tts.chunking import rechunk
 def speak(self: Task, job: dict[str, Any]) -> None:
     """Stream one sentence's audio as ``tts-chunk`` entries (seq, idx, attempt)."""
     tjob = TtsJob.model_validate(job)
-    stage = begin(self, tjob, "tts")
+    stage = begin(self, tjob, "tts", sentence=tjob.seq)
     if stage is None:
         return
     try:
         with ending.guard(stage):
-            if not completion.is_done(stage.rt, tjob.turn_id, tjob.seq):
+            if not stage.sentence_spoken:
                 _speak(stage, tjob)
     finally:
-        # Spoken, failed or skipped, the sentence counts as done, so nothing waits for it (a
-        # copy of the job that a newer delivery superseded leaves that to the newer one).
-        if stage.is_current():
-            completion.sentence_done(stage.rt, stage.spec, tjob.seq)
+        # Spoken, failed or skipped, the sentence counts as done, so nothing waits for it, and
+        # this job is done, in one step (a copy of the job that a newer delivery superseded
+        # leaves both to the newer one).
+        if completion.sentence_done(stage.rt, stage.spec, tjob.seq, fence=stage.fence,
+                                    job_done=stage.rt.keys.job_done(stage.task_id)
+                                    if stage.task_id else None):
             stage.crash_point("tts.after-done")
-            stage.complete()
 
 
 def _speak(stage: Stage, tjob: TtsJob) -> None:
