@@ -33,6 +33,7 @@ from bench import cpu_floor
 from bench.harness import BenchSystem, bench_system, cpu_seconds
 from bench.latency import PROFILE, REPLY, run_turns
 from bench.profiles import Profiles
+from tests.conftest import free_port
 from voxqueue.process_table import DEFAULT_PROCESSES
 
 
@@ -48,14 +49,6 @@ def start_like_up(system: BenchSystem) -> None:
         proc = sup.start(name, argv, env)
         system.pids[name] = proc.popen.pid
     time.sleep(8)  # their start-up is not idle time
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def cpu_per(pids: dict[str, int], run: Callable[[], Any], per: float) -> dict[str, float]:

@@ -67,6 +67,12 @@ class RedisServer:
         auth = f":{self.password}@" if self.password else ""
         return f"redis://{auth}127.0.0.1:{self.port}/0"
 
+    def client(self, db: int) -> redis.Redis:
+        """A client of database ``db``, emptied first (each test module keeps its own db)."""
+        client = redis.Redis.from_url(self.url[:-1] + str(db))
+        client.flushdb()
+        return client
+
     def restart(self, down_s: float = 0.0) -> None:
         """Stop and start again on the same port and data (the append-only file is replayed)."""
         self.stop()

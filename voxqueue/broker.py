@@ -99,7 +99,6 @@ class QoS(kombu_redis.QoS):
             return
         super().restore_visible(start, num, interval)
 
-
     def append(self, message: Any, delivery_tag: Any) -> None:
         """kombu's record of a delivered message (``unacked``); for a message taken into this
         channel's in-flight list, with its removal from that list in the same transaction:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from voxqueue.settings import QUEUES, Settings
 
-#: Pool and concurrency per queue for cloud providers: threads, since every call waits on I/O.
-#: A TTS slot is held for as long as a sentence streams, so that queue needs the most.
 #: Seconds between a worker's heartbeats (events Flower shows workers by; Celery's default 2).
+#: Flower counts a worker offline after two missed ones.
 HEARTBEAT_S = 10
 
+#: Pool and concurrency per queue for cloud providers: threads, since every call waits on I/O.
+#: A TTS slot is held for as long as a sentence streams, so that queue needs the most.
 DEFAULT_POOLS: dict[str, tuple[str, int]] = {
     "stt": ("threads", 32),
     "agent": ("threads", 32),

@@ -73,8 +73,6 @@ class Supervisor:
         return [sys.executable, "-m", "celery", "-A", "workers", "worker",
                 "-Q", ",".join(queue_list), "-n", f"{name}@%h", "-P", pool,
                 "-c", str(concurrency), "--prefetch-multiplier", "1", "-E",
-                # A heartbeat (an event to Flower) every 10 s, not 2: Flower counts a worker
-                # offline after two missed ones.
                 "--heartbeat-interval", str(HEARTBEAT_S), "-l", loglevel,
                 "--without-gossip", "--without-mingle"]
 

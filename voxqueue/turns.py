@@ -158,13 +158,7 @@ class TurnStore:
         writing job has taken over. The stream's expiry was set when the turn began.
         """
         event = TurnEvent(type=type, turn_id=turn_id, data=dict(data or {}))
-        args: list[str | bytes | int] = [fence.attempt if fence else 0, STREAM_MAXLEN,
-                                         "e", event.model_dump_json()]
-        if pcm is not None:
-            args += ["pcm", pcm]
-        keys = [self.keys.events(turn_id), self.keys.ended(turn_id), fence.key if fence else ""]
-        if self._emit(keys=keys, args=args) == -1:
-            raise Fenced(f"turn {turn_id}: a newer attempt owns this job")
+        self._append(event, pcm, fence, stop_on_cancel=False)
         return event
 
     def emit_unless_stopped(self, turn_id: str, type: EventType,
@@ -173,12 +167,19 @@ class TurnStore:
         """``emit``, unless the turn has ended or was cancelled: returns "emitted", "ended" or
         "cancelled" (nothing written then), in the same one round trip."""
         event = TurnEvent(type=type, turn_id=turn_id, data=dict(data or {}))
+        return self._append(event, pcm, fence, stop_on_cancel=True)
+
+    def _append(self, event: TurnEvent, pcm: bytes | None, fence: Fence | None, *,
+                stop_on_cancel: bool) -> str:
+        """The ``_EMIT`` script: "emitted", "ended" or "cancelled"; raises ``Fenced``."""
+        turn_id = event.turn_id
         args: list[str | bytes | int] = [fence.attempt if fence else 0, STREAM_MAXLEN,
                                          "e", event.model_dump_json()]
         if pcm is not None:
             args += ["pcm", pcm]
-        keys = [self.keys.events(turn_id), self.keys.ended(turn_id), fence.key if fence else "",
-                self.keys.cancel(turn_id)]
+        keys = [self.keys.events(turn_id), self.keys.ended(turn_id), fence.key if fence else ""]
+        if stop_on_cancel:
+            keys.append(self.keys.cancel(turn_id))
         result = self._emit(keys=keys, args=args)
         if result == -1:
             raise Fenced(f"turn {turn_id}: a newer attempt owns this job")

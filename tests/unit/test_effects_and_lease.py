@@ -22,8 +22,7 @@ DB = 4
 
 @pytest.fixture
 def r(redis_server) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_server.url[:-1] + str(DB))
-    client.flushdb()
+    client = redis_server.client(DB)
     yield client
     client.close()
 

@@ -20,16 +20,14 @@ DB = 13
 
 @pytest.fixture
 def r(redis_server) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_server.url[:-1] + str(DB))
-    client.flushdb()
+    client = redis_server.client(DB)
     yield client
     client.flushdb()
     client.close()
 
 
 def keeper(r: redis.Redis, max_wait_s: float) -> Housekeeper:
-    keys = Keys("hk")
-    return Housekeeper(r, keys, TurnStore(r, keys, ttl_s=600), max_wait_s=max_wait_s)
+    return Housekeeper(TurnStore(r, Keys("hk"), ttl_s=600), max_wait_s=max_wait_s)
 
 
 def announcements(r: redis.Redis, owner: str) -> list[dict]:

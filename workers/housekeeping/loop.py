@@ -17,11 +17,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-import redis
 import structlog
 from celery.signals import worker_ready, worker_shutdown
 
-from voxqueue.keys import Keys
 from voxqueue.turns import TurnStore
 from workers.housekeeping.sweep import end_overdue
 from workers.housekeeping.timers import fire_due
@@ -45,12 +43,10 @@ RETRY_S = 1.0
 class Housekeeper:
     """The loop of one process (see the module's doc)."""
 
-    def __init__(self, r: redis.Redis, keys: Keys, store: TurnStore, *,
-                 max_wait_s: float = MAX_WAIT_S) -> None:
-        self.r = r
-        self.keys = keys
+    def __init__(self, store: TurnStore, *, max_wait_s: float = MAX_WAIT_S) -> None:
         self.store = store
-        self.timers = TimerStore(r, keys)
+        self.r, self.keys = store.r, store.keys
+        self.timers = TimerStore(store.r, store.keys)
         self.max_wait_s = max_wait_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="voxqueue-housekeeping",
@@ -107,7 +103,7 @@ def install(app: Celery, runtime: Callable[[], Runtime]) -> None:
         if "monitor" not in (app.amqp.queues.consume_from or ()):
             return
         rt = runtime()
-        keeper = Housekeeper(rt.redis, rt.keys, rt.store)
+        keeper = Housekeeper(rt.store)
         keeper.start()
         running.append(keeper)
         log.info("housekeeping loop started", max_wait_s=keeper.max_wait_s)

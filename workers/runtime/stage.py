@@ -101,7 +101,8 @@ class Stage:
         past its deadline, write nothing, end it if it is not (as ``should_stop``) and return
         False. One round trip, the check included: for the work that emits all along."""
         if self.remaining() <= 0:
-            return not self.should_stop()
+            self.should_stop()  # ends the turn (timeout, unless it ended otherwise first)
+            return False
         outcome = self.rt.store.emit_unless_stopped(self.turn_id, type, data, pcm, self.fence)
         if outcome == "cancelled":
             self.rt.store.finish(self.spec, "cancelled")
