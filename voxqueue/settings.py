@@ -255,6 +255,10 @@ class Settings(BaseSettings):
     """Port of the Prometheus exporter (``voxqueue exporter``, started by ``voxqueue up``)."""
     speak_while_thinking: bool = True
     """Send each sentence to TTS as soon as the LLM has written it (off: after the reply)."""
+    speech_filter: bool = True
+    """Give the voice text for the ear: markdown, URLs, emoji and ids dropped, units, times and
+    money in words as the engine reads them right (voxqueue/spoken). The reply text in events
+    and history is never changed. Off: the voice is given the model's text as written."""
     first_phrase_words: int = Field(default=4, ge=0)
     """The reply's first piece may end before a phrase-opening word ("in", "with", "because"…)
     once it has this many words, so speech starts sooner (0: first piece is a whole sentence

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import RedisServer, System, system_env
+from voxqueue.sessions import Sessions
 
 pytestmark = pytest.mark.integration
 
@@ -33,6 +34,24 @@ def test_first_audio_arrives_before_the_llm_has_finished(client, fake):
                             "And the third closes the reply.")
     sent = {r["json"]["text"]: r["json"].get("previous_text") for r in fake.requests_for("tts")}
     assert sent == {first: None, second: first, third: second}
+
+
+MARKDOWN_REPLY = ("**Sure!** Here is how:\n\n1. Open the [garden app](https://example.com/garden?id=42)."
+                  "\n2. Press `start` 🚀\n\n## Tip\n- water *before* 9am 🌱\n")
+
+
+def test_a_markdown_reply_is_spoken_as_plain_sentences_and_kept_as_written(client, fake):
+    fake.set_profile(llm_tokens_per_s=200)
+    fake.script_chat({"match": "garden", "content": MARKDOWN_REPLY})
+    result = client.ask("how do I water the garden", session="markdown").wait(timeout=60)
+    assert result.status == "ok", result.error
+    assert result.reply == MARKDOWN_REPLY.strip()  # events and history keep the model's text
+    said = [r["json"]["text"] for r in fake.requests_for("tts")]
+    # Each list item is a sentence of its own; no markup, URL or emoji reaches the voice.
+    assert said == ["Sure! Here is how.", "Open the garden app.", "Press start.",
+                    "Tip. Water before 9am."], said
+    history = Sessions(client.redis, client.keys, client.settings).history("markdown") or []
+    assert history[-1]["content"] == MARKDOWN_REPLY.strip()
 
 
 def test_playback_is_in_order_when_a_later_sentence_finishes_first(client, fake):

@@ -19,6 +19,7 @@ from workers.intents import IntentMatcher, matcher_for
 from workers.intents.corpus import command_lines
 from workers.intents.responses import apology, error_gist, offline_reply, render_result
 from workers.toolkit.registry import ToolRegistry, tool
+from workers.toolkit.reply import ToolReply
 
 
 # -- a registry of test tools (plain functions, as tool authors write them) ----------------
@@ -70,13 +71,14 @@ def remember(fact: str) -> str:
 
 
 @tool(examples=("set a timer for {duration}",))
-def set_timer(duration: str) -> str:
+def set_timer(duration: str) -> ToolReply:
     """Start a timer.
 
     Args:
         duration: How long.
     """
-    return f"Timer set for {duration}."
+    return ToolReply(data={"id": "ad90ec79", "duration": duration},
+                     say=f"Timer set for {duration}.")
 
 
 @tool(examples=("roll {count} dice", "roll a die"))
@@ -354,6 +356,22 @@ def test_local_agent_calls_the_tool_then_speaks_its_result(local, registry):
     second = complete(local, messages, registry)
     assert second.tool_calls == []
     assert second.text == "Weather for Paris: sunny"
+
+
+def test_a_tool_reply_gives_the_model_its_data_and_the_ear_its_sentence(local, registry):
+    messages = history("Set a timer for 10 minutes")
+    first = complete(local, messages, registry)
+    asked, result = run_tools(registry, first)
+    # The model reads the data (with the id to cancel it by); the history keeps the sentence.
+    assert json.loads(result["content"]) == {"id": "ad90ec79", "duration": "10 minutes"}
+    assert result["say"] == "Timer set for 10 minutes."
+    messages += [asked, result]
+    assert complete(local, messages, registry).text == "Timer set for 10 minutes."
+    # ... and a model is never sent the sentence: it is not part of the OpenAI message format.
+    wire = msg.for_model(messages)
+    assert all(set(m) <= {"role", "content", "tool_calls", "tool_call_id"} for m in wire)
+    assert wire[-1] == {k: v for k, v in result.items() if k != "say"}
+    assert messages[-1]["say"]  # the history itself is left whole
 
 
 def test_local_agent_answers_two_requests_at_once(local, registry):

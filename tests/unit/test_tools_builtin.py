@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 import uuid
@@ -94,8 +95,14 @@ def test_use_runtime_and_owner(rt):
 
 # -- time ---------------------------------------------------------------------------------------
 def test_get_current_time(rt):
-    assert "Asia/Tokyo" in time_tools.get_current_time("Tokyo")
-    assert "Europe/Paris" in time_tools.get_current_time("")  # the configured zone
+    tokyo = time_tools.get_current_time("Tokyo")
+    # The model reads the zone and offset; the ear hears the time of day and the city.
+    assert "Asia/Tokyo" in tokyo.data and "UTC+0900" in tokyo.data
+    assert re.fullmatch(r"It's (?:\d{1,2}:\d\d|\d{1,2} o'clock) (?:in the (?:morning|afternoon|"
+                        r"evening)|at night) in Tokyo\.|It's (?:noon|midnight) in Tokyo\.",
+                        tokyo.say), tokyo.say
+    here = time_tools.get_current_time("")  # the configured zone, not named when spoken
+    assert "Europe/Paris" in here.data and "Paris" not in here.say
     with pytest.raises(ValueError, match="unknown timezone"):
         time_tools.get_current_time("Atlantis")
 
@@ -149,8 +156,9 @@ def test_calculate_still_works():
 def test_set_list_and_cancel_timers(rt):
     with in_call(device="kitchen"):
         first = timers.set_timer("five minutes", "pasta")
-        assert first.startswith("Pasta timer set for 5 minutes (id ")
-        assert timers.set_timer("90 seconds").startswith("Timer set for 1 minute 30 seconds")
+        assert first.data.startswith("Pasta timer set for 5 minutes (id ")  # to cancel it by
+        assert first.say == "Pasta timer set for 5 minutes."
+        assert timers.set_timer("90 seconds").say == "Timer set for 1 minute 30 seconds."
         listed = timers.list_timers()
         assert listed.startswith("You have 2:")
         assert (
@@ -179,7 +187,9 @@ def test_timer_errors(rt):
 
 def test_reminder(rt):
     with in_call(device="kitchen"):
-        said = timers.set_reminder("in 10 minutes", "to call mum")
+        reply = timers.set_reminder("in 10 minutes", "to call mum")
+        said = reply.say
+        assert "(id " in reply.data and "id" not in said.split()
         # (After 23:50 the reminder is due after midnight: "... tomorrow at 00:05".)
         assert said.startswith(("I will remind you to call mum at ",
                                 "I will remind you to call mum tomorrow at "))

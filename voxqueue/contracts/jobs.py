@@ -77,6 +77,8 @@ class ToolOutcome(BaseModel):
     ok: bool
     content: str
     """The text the model sees in the ``role: tool`` message."""
+    say: str | None = Field(default=None, max_length=2000)
+    """The tool's own sentence for the ear, if it gave one (``ToolReply``)."""
     error_code: str | None = None
     started_at: float
     ms: float

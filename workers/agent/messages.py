@@ -8,6 +8,9 @@ from voxqueue.contracts import ToolOutcome
 
 Message = dict[str, Any]
 
+#: The keys of a chat message the OpenAI API accepts; ours (``say``) are dropped before a call.
+_WIRE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "refusal"})
+
 
 def system(text: str) -> Message:
     return {"role": "system", "content": text}
@@ -34,8 +37,13 @@ def assistant_tool_calls(calls: list[dict[str, str]], text: str | None = None) -
     }
 
 
-def tool_result(call_id: str, content: str) -> Message:
-    return {"role": "tool", "tool_call_id": call_id, "content": content}
+def tool_result(call_id: str, content: str, say: str | None = None) -> Message:
+    """A call's result; ``say``, the tool's sentence for the ear, is kept beside it in the
+    history (for the offline agent) and never sent to a model."""
+    message: Message = {"role": "tool", "tool_call_id": call_id, "content": content}
+    if say:
+        message["say"] = say
+    return message
 
 
 def tool_error(call_id: str, message: str) -> Message:
@@ -46,8 +54,14 @@ def tool_error(call_id: str, message: str) -> Message:
 
 def from_outcome(outcome: ToolOutcome) -> Message:
     if outcome.ok:
-        return tool_result(outcome.call_id, outcome.content)
+        return tool_result(outcome.call_id, outcome.content, outcome.say)
     return tool_error(outcome.call_id, outcome.content)
+
+
+def for_model(messages: list[Message]) -> list[Message]:
+    """The history as a model API takes it: only the keys of its wire format."""
+    return [m if m.keys() <= _WIRE_KEYS else {k: v for k, v in m.items() if k in _WIRE_KEYS}
+            for m in messages]
 
 
 def unanswered_calls(messages: list[Message]) -> list[str]:

@@ -7,6 +7,7 @@ import time
 
 from voxqueue.contracts import TtsJob
 from voxqueue.sentences import SentenceSplitter
+from voxqueue.spoken import MarkdownFilter
 from workers.agent.providers.base import StreamStopped
 from workers.runtime import completion, handoff
 from workers.runtime.stage import Stage
@@ -23,6 +24,9 @@ class Speaker:
         self.step = step
         self.splitter = SentenceSplitter(
             first_phrase_words=stage.rt.settings.first_phrase_words)
+        # Sentences are cut from the text as it will be said: markdown list items and headings
+        # become sentences of their own; the reply itself (events, history) keeps its markup.
+        self.markdown = MarkdownFilter() if stage.rt.settings.speech_filter else None
         self.sentences: list[str] = []
         """Every piece cut so far, in order: stored with the answer, so that a step run again
         speaks the same pieces (a whole text is cut differently from a streamed one)."""
@@ -40,7 +44,7 @@ class Speaker:
             self._checked = now
             if self.stage.should_stop():
                 raise StreamStopped(f"turn {self.stage.turn_id} stopped")
-        sentences = self.splitter.feed(delta)
+        sentences = self._cut(delta)
         if self.stage.rt.settings.speak_while_thinking:
             for sentence in sentences:
                 self.say(sentence)
@@ -50,10 +54,15 @@ class Speaker:
     def finish(self, full_text: str) -> None:
         """The step's answer is complete: send what is left (all of it, if nothing streamed)."""
         if not self.streamed and full_text:
-            self._held.extend(self.splitter.feed(full_text))
+            self._held.extend(self._cut(full_text))
+        if self.markdown is not None:
+            self._held.extend(self.splitter.feed(self.markdown.flush()))
         for sentence in [*self._held, *self.splitter.flush()]:
             self.say(sentence)
         self._held.clear()
+
+    def _cut(self, text: str) -> list[str]:
+        return self.splitter.feed(self.markdown.feed(text) if self.markdown else text)
 
     def resend(self, sentences: list[str]) -> None:
         """The pieces of a stored answer: each is sent unless an earlier attempt sent it."""

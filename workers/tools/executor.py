@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from voxqueue.contracts import ToolOutcome
 from workers.toolkit.context import ToolCall, runtime, set_current_call
 from workers.toolkit.registry import Tool, ToolRegistry
+from workers.toolkit.reply import ToolReply
 from workers.tools.guard import TurnGuard
 
 _pool_lock = threading.Lock()
@@ -47,12 +48,14 @@ def run_tool_call(registry: ToolRegistry, call: ToolCall, raw_arguments: str, *,
     t0 = time.perf_counter()
 
     def outcome(ok: bool, content: str, code: str | None = None,
-                arguments: dict[str, Any] | str = raw_arguments) -> ToolOutcome:
+                arguments: dict[str, Any] | str = raw_arguments,
+                say: str | None = None) -> ToolOutcome:
         if len(content) > max_chars:
             content = content[:max_chars] + f"\n[truncated: the result had {len(content)} " \
                       f"characters, only the first {max_chars} are shown]"
         return ToolOutcome(call_id=call.call_id, name=call.name, arguments=arguments, ok=ok,
                            content=content, error_code=code, started_at=started_at,
+                           say=" ".join(say.split())[:2000] or None if say else None,
                            ms=round((time.perf_counter() - t0) * 1000, 2))
 
     tool = registry.get(call.name)
@@ -109,6 +112,8 @@ def run_tool_call(registry: ToolRegistry, call: ToolCall, raw_arguments: str, *,
     failed = _tainted(guard, tool, call)
     if failed:
         return outcome(False, failed, "guard-unavailable", parsed)
+    if isinstance(value, ToolReply):
+        return outcome(True, _render(value.data), None, parsed, say=value.say)
     return outcome(True, _render(value), None, parsed)
 
 

@@ -11,6 +11,7 @@ from voxqueue.celery_config import TIME_LIMITS, TTS_SPEAK
 from voxqueue.contracts import ErrorCode, TtsJob
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
+from voxqueue.spoken import for_speech
 from workers.app import app
 from workers.runtime import completion, ending
 from workers.runtime.retry import ProviderError
@@ -50,9 +51,15 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
     n_bytes = 0
     try:
         synth = rt.synthesizer
+        # What the voice is given: the sentence as said, not as written (voxqueue/spoken).
+        said, previous = tjob.text, tjob.previous_text
+        if rt.settings.speech_filter:
+            said = for_speech(said, synth.reading)
+            previous = for_speech(previous, synth.reading) if previous else None
         with span("tts.stream", seq=tjob.seq, provider=synth.name):
-            chunks = rechunk(synth.stream(tjob.text, deadline=stage.spec.deadline,
-                                          previous_text=tjob.previous_text))
+            chunks = rechunk(synth.stream(said, deadline=stage.spec.deadline,
+                                          previous_text=previous)
+                             if said.strip() else ())  # nothing to say: emoji only
             for idx, pcm in enumerate(chunks):
                 if ttfb_ms is None:
                     ttfb_ms = round((time.time() - started) * 1000, 2)

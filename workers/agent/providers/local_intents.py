@@ -41,6 +41,7 @@ class _Result:
     name: str
     arguments: dict[str, Any]
     content: str
+    say: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -65,9 +66,7 @@ def _results_since_user(messages: list[dict[str, Any]]) -> tuple[str, list[list[
     start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
     user = _text(messages[start]) if start >= 0 else ""
     rounds: list[list[_Result]] = []
-    contents = {
-        m.get("tool_call_id"): _text(m) for m in messages[start + 1 :] if m.get("role") == "tool"
-    }
+    answers = {m.get("tool_call_id"): m for m in messages[start + 1 :] if m.get("role") == "tool"}
     for m in messages[start + 1 :]:
         if m.get("role") != "assistant" or not m.get("tool_calls"):
             continue
@@ -83,7 +82,8 @@ def _results_since_user(messages: list[dict[str, Any]]) -> tuple[str, list[list[
                     call.get("id", ""),
                     fn.get("name", ""),
                     arguments if isinstance(arguments, dict) else {},
-                    contents.get(call.get("id"), ""),
+                    _text(answers.get(call.get("id")) or {}),
+                    (answers.get(call.get("id")) or {}).get("say"),
                 )
             )
         rounds.append(round_)
@@ -165,7 +165,7 @@ class LocalIntents:
             # Every interpretation failed: the best one's error says most.
             return Answer(text=apology(best.content), finish_reason="stop")
         parts = [
-            render_result(self.registry.get(r.name), r.arguments, r.content)
+            (r.say or render_result(self.registry.get(r.name), r.arguments, r.content))
             if r.ok
             else apology(r.content)
             for r in latest

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from voxqueue.settings import Settings
+from workers.agent.messages import for_model
 from workers.agent.providers.base import Answer, StreamStopped, ToolCallRequest
 from workers.runtime.openai_client import make_openai, provider_error
 from workers.runtime.retry import ProviderError, call_with_retry
@@ -53,7 +54,7 @@ class OpenAIChat:
         s = self.settings
         body: dict[str, Any] = {
             "model": s.llm_model,
-            "messages": messages,
+            "messages": for_model(messages),
             "stream": True,
             "stream_options": {"include_usage": True},
         }

@@ -7,11 +7,14 @@ from datetime import datetime, tzinfo
 
 from workers.toolkit.context import runtime
 from workers.toolkit.registry import tool
+from workers.toolkit.reply import ToolReply
 from workers.tools.builtin.spoken_time import (
     local_zone,
     parse_clock,
     parse_date,
+    place_name,
     resolve_timezone,
+    say_clock,
     zone_name,
 )
 
@@ -31,7 +34,7 @@ def _zone(name: str) -> tzinfo:
         "what is the time in {timezone}",
     )
 )
-def get_current_time(timezone: str = "") -> str:
+def get_current_time(timezone: str = "") -> ToolReply:
     """Get the current local date and time in a timezone.
 
     Args:
@@ -41,8 +44,10 @@ def get_current_time(timezone: str = "") -> str:
     zone = _zone(timezone)
     now = datetime.now(zone)
     hour = now.hour % 12 or 12
-    return (f"It's {hour}:{now:%M} {'AM' if now.hour < 12 else 'PM'} on {now:%A}, "
+    data = (f"It's {hour}:{now:%M} {'AM' if now.hour < 12 else 'PM'} on {now:%A}, "
             f"{now:%B} {now.day}, {now.year} ({zone_name(zone)} time, UTC{now:%z}).")
+    where = f" in {place_name(zone)}" if timezone.strip() else ""
+    return ToolReply(data=data, say=f"It's {say_clock(now)}{where}.")
 
 
 @tool(

@@ -12,6 +12,7 @@ from datetime import datetime
 
 from workers.toolkit.context import owner, runtime
 from workers.toolkit.registry import tool
+from workers.toolkit.reply import ToolReply
 from workers.toolkit.timer_store import Item, TimerStore
 from workers.tools.builtin.spoken_time import (
     describe_duration,
@@ -55,7 +56,7 @@ def _check_room(store: TimerStore, who: str) -> None:
         "start a timer for {duration} called {label}",
     ),
 )
-def set_timer(duration: str, label: str = "") -> str:
+def set_timer(duration: str, label: str = "") -> ToolReply:
     """Start a countdown timer; the device that asked hears when it ends.
 
     Args:
@@ -71,7 +72,8 @@ def set_timer(duration: str, label: str = "") -> str:
     announce = f"Your {name} timer is done." if name else f"Your {spoken} timer is done."
     item = store.new("timer", who, name, announce, time.time() + seconds, duration_s=seconds)
     what = f"{name.capitalize()} timer" if name else "Timer"
-    return f"{what} set for {spoken} (id {item.id})."
+    said = f"{what} set for {spoken}."
+    return ToolReply(data=f"{said[:-1]} (id {item.id}).", say=said)
 
 
 @tool(
@@ -175,7 +177,7 @@ def _match(items: list[Item], wanted: str) -> list[Item]:
         "set a reminder {when} to {text}",
     ),
 )
-def set_reminder(when: str, text: str) -> str:
+def set_reminder(when: str, text: str) -> ToolReply:
     """Set a reminder: at that time the device that asked says the text.
 
     Args:
@@ -193,4 +195,5 @@ def set_reminder(when: str, text: str) -> str:
     who = owner()
     _check_room(store, who)
     item = store.new("reminder", who, what, f"Reminder: {what}.", due.timestamp())
-    return f"I will remind you to {what} {describe_when(due, now)} (id {item.id})."
+    said = f"I will remind you to {what} {describe_when(due, now)}."
+    return ToolReply(data=f"{said[:-1]} (id {item.id}).", say=said)

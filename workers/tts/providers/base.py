@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Protocol
 
+from voxqueue.spoken import Reading
+
 
 class Synthesizer(Protocol):
     """Speaks text as 16 kHz mono int16 PCM, chunk by chunk as it is produced."""
 
     name: str
+    reading: Reading
+    """What the engine reads right by itself: digits (ElevenLabs) or only words (Piper)."""
 
     def stream(self, text: str, *, deadline: float,
                previous_text: str | None = None) -> Iterator[bytes]:

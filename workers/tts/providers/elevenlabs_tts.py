@@ -13,11 +13,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from voxqueue.settings import Settings
+from voxqueue.spoken import Reading
 from workers.runtime.retry import ProviderError, call_with_retry, retry_after_seconds
 
 
 class ElevenLabsSynthesizer:
     name = "elevenlabs"
+    reading = Reading.DIGITS
 
     def __init__(self, settings: Settings) -> None:
         from elevenlabs.client import ElevenLabs

@@ -17,6 +17,7 @@ import numpy as np
 
 from voxqueue.audio import SAMPLE_RATE, resample
 from voxqueue.settings import Settings
+from voxqueue.spoken import Reading
 from workers.runtime.retry import ProviderError
 
 #: Largest PCM piece yielded at once: half a second at 16 kHz.
@@ -34,6 +35,7 @@ def voice_path(settings: Settings) -> Path:
 
 class PiperSynthesizer:
     name = "piper"
+    reading = Reading.WORDS
 
     def __init__(self, settings: Settings) -> None:
         from piper import PiperVoice
