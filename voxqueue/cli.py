@@ -141,7 +141,23 @@ app.add_typer(devices_app, name="devices")
 app.add_typer(sessions_app, name="sessions")
 
 
+def _logs_to_stderr() -> None:
+    """A command's standard output is its result (``--json`` must parse): every log line,
+    ours (structlog's default writes to stdout) or a library's, goes to standard error. A
+    worker configures its own logging when it starts (workers/runtime/lifecycle.py)."""
+    import structlog
+
+    from voxqueue.redaction import redact_event
+
+    structlog.configure(
+        processors=[structlog.processors.add_log_level, redact_event,
+                    structlog.processors.TimeStamper(fmt="iso", utc=True),
+                    structlog.dev.ConsoleRenderer(colors=False)],
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr))
+
+
 def main() -> None:
+    _logs_to_stderr()
     try:
         app()
     except KeyboardInterrupt:

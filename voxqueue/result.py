@@ -10,6 +10,10 @@ from voxqueue.turns import StreamEntry
 _STATUSES = {"ok", "error", "cancelled", "timeout"}
 
 
+#: Where each timing goes in a table: stages in turn order, then first audio, then the total.
+_ORDER = {name: i for i, name in enumerate(("stt", "llm", "tools", "tts", "first_audio",
+                                             "total"))}
+
 def assemble(spec: TurnSpec, entries: Iterable[StreamEntry]) -> tuple[TurnResult, bytes]:
     """The turn's result and its reply PCM (sentences in order, last attempt of each)."""
     transcript = spec.text if spec.input == "text" else None
@@ -66,6 +70,8 @@ def assemble(spec: TurnSpec, entries: Iterable[StreamEntry]) -> tuple[TurnResult
         timings["tts"] = round((start["tts-end"] - start["tts"]) * 1000, 1)
     if first_audio is not None:
         timings["first_audio"] = round((first_audio - spec.created_at) * 1000, 1)
+    # In the order a turn goes through them, the whole turn last.
+    timings = dict(sorted(timings.items(), key=lambda kv: _ORDER.get(kv[0], len(_ORDER))))
     pcm = b"".join(
         data
         for seq in sorted(chunks)

@@ -56,8 +56,9 @@ class Settings(BaseSettings):
     """How long a turn's events, audio and state stay in Redis."""
     session_ttl_s: int = 7 * 24 * 3600
     system_prompt: str = (
-        "You are voxqueue, a helpful voice assistant. Answer in one to three short spoken "
-        "sentences, with no markdown. Use the tools when they help."
+        "You are voxqueue, a helpful voice assistant. Your replies are read aloud: answer in "
+        "one to three short sentences as a person would say them, with no markdown, lists, "
+        "links, emoji or ids. Use the tools when they help."
     )
 
     # -- audio limits (checked by the client before anything is stored) ----------------------

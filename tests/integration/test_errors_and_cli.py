@@ -78,6 +78,7 @@ def test_cli_ask_json_prints_the_whole_turn(system, fake, tmp_path):
     assert data["tool_calls"][0]["result"] == "12 times 13 is 156."
     assert data["tool_calls"][0]["ms"] >= 0
     assert {"llm", "tools", "tts", "total"} <= set(data["timings"])
+    assert list(data["timings"]) == ["llm", "tools", "tts", "first_audio", "total"]  # in order
     assert Path(data["audio_path"]) == out and out.stat().st_size > 1000
 
 

@@ -78,6 +78,10 @@ def test_two_tool_calls_run_in_parallel(client, fake):
     ids = [c["id"] for c in messages[-3]["tool_calls"]]
     assert [m["tool_call_id"] for m in messages[-2:]] == ids
     assert [m["content"] for m in messages[-2:]] == ["slept:a", "slept:b"]
+    # The step after the tools waited on a queue for milliseconds, not for the tools' second
+    # (which `voxqueue trace` shows as the tools' own spans).
+    after = [e for e in events_of(turn, "agent-step") if e["step"] == 2]
+    assert after and after[0]["queue_ms"] < min(e["ms"] for e in ends), after
 
 
 def test_every_tool_error_reaches_the_model_as_a_tool_message(client, fake):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from voxqueue.keys import Keys
 pytestmark = pytest.mark.integration
 
 QUEUES = ("agent", "tools", "monitor")
+VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
 DEVICE = "toolset-kitchen"
 
 
@@ -75,6 +77,16 @@ def wait_for(predicate, timeout: float, what: str):
             return value
         time.sleep(0.1)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_tools_json_prints_only_json_and_logs_to_stderr(toolset):
+    system, _log = toolset
+    proc = subprocess.run([*VOXQUEUE, "tools", "--json"], env=system.env, cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    listed = json.loads(proc.stdout)  # no log line before the JSON
+    assert "echo" in json.dumps(listed)
+    assert "MCP tools listed" in proc.stderr
 
 
 def test_an_mcp_tool_runs_in_a_turn(toolset, fake):

@@ -101,11 +101,14 @@ def start_turn(stage: Stage) -> None:
     stage.crash_point("agent.after-open")
 
 
-def run_step(stage: Stage, job: AgentStep) -> None:
-    """Call the model once and act on its answer."""
+def run_step(stage: Stage, job: AgentStep, ready_at: float | None = None) -> None:
+    """Call the model once and act on its answer. ``ready_at``: when the step could start (the
+    last tool's end, after tools), so that its queue wait is not the tools' run time."""
     rt, step = stage.rt, job.step
     history = history_of(stage)
-    stage.emit("agent-step", {"step": step, "queue_ms": stage.queue_ms(job)})
+    queue_ms = (stage.queue_ms(job) if ready_at is None
+                else round(max(0.0, stage.started_at - ready_at) * 1000, 2))
+    stage.emit("agent-step", {"step": step, "queue_ms": queue_ms})
     answer = _answer(stage, step, history)
     if answer is None or stage.should_stop():
         return

@@ -62,7 +62,9 @@ def resume(self: Task, outcomes: list[dict[str, Any]], job: dict[str, Any]) -> N
                     for c in json.loads(previous or b"{}").get("calls", [])]
         history_of(stage).extend_in(stage.once(f"tools-{ajob.step - 1}"), messages).run()
         stage.crash_point("agent.after-results")
-        run_step(stage, ajob)
+        # The chord's wait is the tools' run (their own spans), not a queue wait.
+        run_step(stage, ajob, ready_at=max((r.started_at + r.ms / 1000 for r in ran.values()),
+                                           default=None))
         stage.complete()
 
 
