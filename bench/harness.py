@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.redis_delay import DelayProxy
 from tests.conftest import ROOT, RedisServer, system_env
 from tests.fakes import FakeProviders, spawn
 from voxqueue.client import Client
@@ -27,6 +28,8 @@ class BenchSystem:
     pids: dict[str, int]
     """Every process of the run by role: workers (``tts``, ``tts-2``…), Redis, the fake
     providers, this benchmark."""
+    proxy: DelayProxy | None = None
+    """With ``via_proxy``: the delaying proxy every process reaches Redis through."""
 
 
 def cpu_seconds(pid: int) -> float:
@@ -56,20 +59,23 @@ def bench_system(profile: Mapping[str, float] | None = None,
                  pools: Mapping[str, tuple[str, int]] | None = None,
                  queues: Sequence[str] = QUEUES, separate_fake: bool = False,
                  processes: Mapping[str, int] | None = None, offline: bool = False,
-                 **env: str) -> Iterator[BenchSystem]:
+                 via_proxy: bool = False, **env: str) -> Iterator[BenchSystem]:
     """Start everything (``processes`` worker processes per queue, default one); stop it all
     on exit. ``offline``: no provider keys, so the offline providers answer (the fakes still
-    run, unused)."""
+    run, unused). ``via_proxy``: every process (workers, client) reaches Redis through a
+    :class:`DelayProxy` (no delay until one is set)."""
     redis_server = RedisServer()
     redis_server.start()
+    proxy = DelayProxy("127.0.0.1", redis_server.port).start() if via_proxy else None
+    redis_url = proxy.url() if proxy else redis_server.url
     try:
         fakes: Any = _fake_process(profile) if separate_fake else FakeProviders()
         with fakes as fake:
             if profile and not separate_fake:
                 fake.set_profile(**profile)
-            full_env = system_env(redis_server.url, None if offline else fake,
+            full_env = system_env(redis_url, None if offline else fake,
                                   VOXQUEUE_LOG_LEVEL="WARNING", **env)
-            settings = Settings(_env_file=None, redis_url=redis_server.url)  # type: ignore[call-arg]
+            settings = Settings(_env_file=None, redis_url=redis_url)  # type: ignore[call-arg]
             sup = Supervisor(settings, env=full_env,
                              log_dir=Path(tempfile.mkdtemp(prefix="vq-bench-")))
             try:
@@ -81,10 +87,12 @@ def bench_system(profile: Mapping[str, float] | None = None,
                     pids["fake providers"] = fake.pid
                 pids["benchmark (listeners)"] = os.getpid()
                 with Client(settings) as client:
-                    yield BenchSystem(fake, sup, client, pids)
+                    yield BenchSystem(fake, sup, client, pids, proxy)
             finally:
                 sup.stop_all()
     finally:
+        if proxy is not None:
+            proxy.stop()
         redis_server.stop()
 
 

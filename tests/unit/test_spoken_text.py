@@ -26,7 +26,7 @@ def test_the_issue_reply_loses_its_markup():
 def test_lines_become_sentences_and_blocks_their_words():
     assert plain(LINES_REPLY) == (
         "Sure! Here is how. Open the garden app. Press start. Tip. Water before 9am. "
-        "See example dot org, or foo dot io. City, Temp. Paris, 21. Quoted words here. Done.")
+        "See example dot org, or foo dot io. City, Temp. Paris, 21. Quoted words here. Done")
 
 
 @pytest.mark.parametrize("reply", [ISSUE_REPLY, LINES_REPLY])
@@ -40,6 +40,12 @@ def test_streamed_in_any_pieces_it_says_the_same(reply):
             i += n
         out.append(md.flush())
         assert " ".join("".join(out).split()) == plain(reply)
+
+
+def test_a_phrase_is_not_made_a_sentence():
+    # The TTS worker filters the pieces the agent cut: "It is nine in the evening" | "in Tokyo."
+    assert plain("It is nine in the evening") == "It is nine in the evening"
+    assert plain("- first\n- second") == "First. Second"
 
 
 def test_nothing_is_held_back_that_cannot_change():

@@ -21,6 +21,7 @@ from workers.toolkit.listing import print_tools
 from workers.toolkit.mcp_tools import McpServer, _tool_name, mcp_tools
 from workers.toolkit.plugins import load_entry_points
 from workers.toolkit.registry import ToolRegistry
+from workers.toolkit.reply import ToolReply
 from workers.tools.executor import run_tool_call
 from workers.wiring import runtime_for
 
@@ -114,7 +115,7 @@ def test_each_builtin_is_documented_with_examples(builtin, name):
     for example in tool.examples:
         assert set(re.findall(r"\{(\w+)\}", example)) <= params, example
     assert tool.side_effects == (name in SIDE_EFFECTS)
-    assert tool.fn.__annotations__.get("return") in ("str", str)
+    assert tool.fn.__annotations__.get("return") in ("str", str, "ToolReply", ToolReply)
 
 
 def test_allow_and_deny_lists():

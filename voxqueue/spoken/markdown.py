@@ -113,7 +113,9 @@ class MarkdownFilter:
         return "".join(out)
 
     def flush(self) -> str:
-        return self._end_line()
+        """The rest; the last line gets no full stop added (it may be a phrase, not a
+        sentence: the TTS worker filters the pieces the agent cut)."""
+        return self._end_line(last=True)
 
     # -- one line ---------------------------------------------------------------------------
     def _classify(self, complete: bool) -> bool:
@@ -163,7 +165,7 @@ class MarkdownFilter:
         ready, self._raw = self._raw[:hold], self._raw[hold:]
         return self._say(ready)
 
-    def _end_line(self) -> str:
+    def _end_line(self, last: bool = False) -> str:
         self._classify(complete=True)
         kind, raw = self._kind, self._raw
         self._raw = ""
@@ -178,6 +180,8 @@ class MarkdownFilter:
         said, self._said, self._space, self._kind = self._said, "", False, None
         if not said:
             return ""
+        if last:
+            return text
         if _ENDS_SENTENCE.search(said):
             return text + " "
         # A sentence needs its full stop before the next line starts.

@@ -127,22 +127,6 @@ def zone_name(zone: tzinfo) -> str:
     return getattr(zone, "key", None) or zone.tzname(None) or str(zone)
 
 
-def place_name(zone: tzinfo) -> str:
-    """The zone as a person names it: "Tokyo" for Asia/Tokyo, "New York", "UTC"."""
-    return zone_name(zone).rsplit("/", 1)[-1].replace("_", " ")
-
-
-def say_clock(moment: datetime) -> str:
-    """A time of day as it is said: "10:35 in the morning", "noon", "9 at night"."""
-    hour = moment.hour % 12 or 12
-    if moment.minute == 0 and moment.hour in (0, 12):
-        return "midnight" if moment.hour == 0 else "noon"
-    clock = f"{hour}:{moment:%M}" if moment.minute else f"{hour} o'clock"
-    part = ("at night" if moment.hour < 5 or moment.hour >= 21 else "in the morning"
-            if moment.hour < 12 else "in the afternoon" if moment.hour < 18 else "in the evening")
-    return f"{clock} {part}"
-
-
 # -- durations -------------------------------------------------------------------------------
 def parse_duration(text: str) -> float:
     """Seconds in "5 minutes", "five minutes", "1 hour 30 minutes", "90 seconds", "1h30m",

@@ -12,9 +12,7 @@ from workers.tools.builtin.spoken_time import (
     local_zone,
     parse_clock,
     parse_date,
-    place_name,
     resolve_timezone,
-    say_clock,
     zone_name,
 )
 
@@ -24,6 +22,22 @@ __all__ = ["convert_time", "days_until", "get_current_time"]
 def _zone(name: str) -> tzinfo:
     """The named zone, or the configured local one when ``name`` is empty."""
     return resolve_timezone(name) if name.strip() else local_zone(runtime().settings.timezone)
+
+
+def place_name(zone: tzinfo) -> str:
+    """The zone as a person names it: "Tokyo" for Asia/Tokyo, "New York", "UTC"."""
+    return zone_name(zone).rsplit("/", 1)[-1].replace("_", " ")
+
+
+def say_clock(moment: datetime) -> str:
+    """A time of day as it is said: "10:35 in the morning", "noon", "9 at night"."""
+    hour = moment.hour % 12 or 12
+    if moment.minute == 0 and moment.hour in (0, 12):
+        return "midnight" if moment.hour == 0 else "noon"
+    clock = f"{hour}:{moment:%M}" if moment.minute else f"{hour} o'clock"
+    part = ("at night" if moment.hour < 5 or moment.hour >= 21 else "in the morning"
+            if moment.hour < 12 else "in the afternoon" if moment.hour < 18 else "in the evening")
+    return f"{clock} {part}"
 
 
 @tool(
