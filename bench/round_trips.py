@@ -84,13 +84,36 @@ def measure(system: BenchSystem, proxy: DelayProxy, one_way_s: float, rounds: in
 
 def print_commands(system: BenchSystem, proxy: DelayProxy) -> None:
     """Every command one typed turn sends, in time order, by connection."""
+    make = scenarios(system)["typed, one sentence"]
+    for i in range(3):  # warm: each process has loaded its scripts and opened its connections
+        _listener_timings(system, make, 9990 + i)
     proxy.commands.clear()
     proxy.record = True
     started = time.time()
-    _listener_timings(system, scenarios(system)["typed, one sentence"], 9999)
+    _listener_timings(system, make, 9999)
     proxy.record = False
+    names = script_names()
     for cmd in proxy.commands:
-        print(f"{(cmd.at - started) * 1000:8.2f} ms  conn {cmd.conn:3d}  {' '.join(cmd.words)}")
+        said = " ".join(names.get(w.split(" ")[-1], w) if w.startswith("EVALSHA") else w
+                        for w in cmd.words)
+        print(f"{(cmd.at - started) * 1000:8.2f} ms  conn {cmd.conn:3d}  {said}")
+
+
+def script_names() -> dict[str, str]:
+    """Our Lua scripts by the first 8 hex digits of their SHA1: ``module:CONSTANT``."""
+    import ast
+    import hashlib
+
+    found: dict[str, str] = {}
+    for path in [*ROOT.glob("voxqueue/**/*.py"), *ROOT.glob("workers/**/*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+                    and isinstance(node.value.value, str) and "redis.call" in node.value.value):
+                sha = hashlib.sha1(node.value.value.encode()).hexdigest()[:8]
+                target = node.targets[0]
+                name = target.id if isinstance(target, ast.Name) else "?"
+                found[sha] = f"EVALSHA {path.stem}:{name}"
+    return found
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,7 +8,7 @@ whoever notices the end first (a stage, the deadline sweeper, a client giving up
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,14 @@ _EMIT = """
 if redis.call('exists', KEYS[2]) == 1 then return false end
 if KEYS[3] ~= '' and redis.call('get', KEYS[3]) ~= ARGV[1] then return -1 end
 if KEYS[4] and redis.call('exists', KEYS[4]) == 1 then return -2 end
-return redis.call('xadd', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 3))
+local id
+local i = 4
+for _ = 1, tonumber(ARGV[3]) do
+  local n = tonumber(ARGV[i])
+  id = redis.call('xadd', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, i + 1, i + n))
+  i = i + 1 + n
+end
+return id
 """
 
 # Delete the session lock only when the given turn still holds it.
@@ -163,18 +170,23 @@ class TurnStore:
 
     def emit_unless_stopped(self, turn_id: str, type: EventType,
                             data: Mapping[str, Any] | None = None, pcm: bytes | None = None,
-                            fence: Fence | None = None) -> str:
+                            fence: Fence | None = None,
+                            before: Sequence[TurnEvent] = ()) -> str:
         """``emit``, unless the turn has ended or was cancelled: returns "emitted", "ended" or
-        "cancelled" (nothing written then), in the same one round trip."""
+        "cancelled" (nothing written then), in the same one round trip. ``before``: events
+        written just before it, in that same round trip."""
         event = TurnEvent(type=type, turn_id=turn_id, data=dict(data or {}))
-        return self._append(event, pcm, fence, stop_on_cancel=True)
+        return self._append(event, pcm, fence, stop_on_cancel=True, before=before)
 
     def _append(self, event: TurnEvent, pcm: bytes | None, fence: Fence | None, *,
-                stop_on_cancel: bool) -> str:
+                stop_on_cancel: bool, before: Sequence[TurnEvent] = ()) -> str:
         """The ``_EMIT`` script: "emitted", "ended" or "cancelled"; raises ``Fenced``."""
         turn_id = event.turn_id
         args: list[str | bytes | int] = [fence.attempt if fence else 0, STREAM_MAXLEN,
-                                         "e", event.model_dump_json()]
+                                         1 + len(before)]
+        for earlier in before:
+            args += [2, "e", earlier.model_dump_json()]
+        args += [2 if pcm is None else 4, "e", event.model_dump_json()]
         if pcm is not None:
             args += ["pcm", pcm]
         keys = [self.keys.events(turn_id), self.keys.ended(turn_id), fence.key if fence else ""]
@@ -248,6 +260,13 @@ class TurnStore:
         keys = [self.keys.session_lock(spec.session_id), self.keys.session_waiting(spec.session_id),
                 self.keys.active_turns()]
         return bool(self._take_session(keys=keys, args=[spec.turn_id, max(1, ttl_s)]))
+
+    def take_session_in(self, pipe: Any, spec: TurnSpec, ttl_s: int) -> None:
+        """``take_session`` as a command of ``pipe`` (its result: 1 taken, 0 busy), sent with
+        the script's text so it needs no round trip of its own to load it."""
+        pipe.eval(_TAKE_SESSION, 3, self.keys.session_lock(spec.session_id),
+                  self.keys.session_waiting(spec.session_id), self.keys.active_turns(),
+                  spec.turn_id, max(1, ttl_s))
 
     def release_session(self, session_id: str, turn_id: str) -> None:
         """Free the session for its next turn, if this turn holds it."""

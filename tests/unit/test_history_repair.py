@@ -10,10 +10,10 @@ import uuid
 import redis
 
 from tests.reliability.ledger import history_problems
-from voxqueue.contracts import TurnSpec
+from voxqueue.contracts import AgentStep, TurnSpec
 from voxqueue.settings import Settings
 from workers.agent import messages as msg
-from workers.agent.loop import history_of, start_turn
+from workers.agent.opening import history_of, open_turn
 from workers.runtime.stage import Stage
 from workers.wiring import runtime_for
 
@@ -37,7 +37,7 @@ def test_the_next_turn_answers_calls_a_cancelled_turn_left_open(redis_server):
     assert history_problems(history.load()) != []
     assert msg.unanswered_calls(history.load()) == ["c2"]
 
-    start_turn(Stage(rt, spec, "agent", 1))
+    open_turn(Stage(rt, spec, "agent", 1), AgentStep(turn_id=spec.turn_id, step=1), "local")
 
     after = history.load()
     assert history_problems(after) == []

@@ -14,102 +14,33 @@ import time
 from typing import Any
 
 from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, TOOLS_RUN
-from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob, TurnEvent
+from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
+from voxqueue.effects import Once
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.agent import messages as msg
-from workers.agent.alert_data import alert_messages
-from workers.agent.context import prepare_context
+from workers.agent.context import measure_context
+from workers.agent.context.accounting import record_step_in
 from workers.agent.history import History
+from workers.agent.opening import Opened, add_event, history_of
 from workers.agent.providers.base import Answer, StreamStopped, ToolCallRequest
 from workers.agent.speech import Speaker
 from workers.runtime import completion, ending, handoff
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage
 from workers.toolkit.policy import cap_calls
-from workers.toolkit.taint import taint_writes
-
-#: How long a turn waiting for its session's previous turn waits between tries, in seconds.
-SESSION_BUSY_RETRY_S = 0.2
 
 
-def history_of(stage: Stage) -> History:
-    rt = stage.rt
-    return History(rt.redis, rt.keys, stage.spec.session_id, rt.settings.session_ttl_s)
-
-
-def acquire_session(stage: Stage, job: AgentStep) -> bool:
-    """Take the session for this turn, or re-queue the first step to try again shortly.
-
-    Two turns of one session never interleave, and they go in the order they were created: the
-    lock is held from the first step until the reply is in the history (or the turn ends). A wait
-    does not count as a delivery.
-    """
-    rt = stage.rt
-    if rt.store.take_session(stage.spec, int(stage.remaining()) + 5):
-        return True
-    rt.redis.decr(rt.keys.deliveries(stage.task_id))
-    handoff.send(rt, job, countdown=SESSION_BUSY_RETRY_S)
-    return False
-
-
-def start_turn(stage: Stage) -> None:
-    """Put the turn's opening messages in the history, once: pending alerts, then the user.
-
-    The alerts are taken from their lists in the same script that appends them, so an alert is
-    never lost between the two, nor injected twice.
-    """
-    rt, spec = stage.rt, stage.spec
-    history = history_of(stage)
-    # The last answer and its tool results (at most the cap) are all that is needed here; the
-    # whole history is read once, by the step's context.
-    earlier = history.tail(rt.settings.max_tool_calls_per_answer + 1)
-    opening: list[msg.Message] = []
-    if not earlier:
-        opening.append(msg.system(rt.settings.system_prompt))
-    opening += [msg.tool_error(call_id, "the previous turn ended before this call finished")
-                for call_id in msg.unanswered_calls(earlier)]
-    alert_keys = [rt.keys.alerts(spec.session_id)]
-    if spec.device:
-        alert_keys.append(rt.keys.device_alerts(spec.device))
-    pipe = rt.redis.pipeline(transaction=False)
-    for alerts_key in alert_keys:
-        pipe.lrange(alerts_key, 0, -1)
-    drained: list[list[bytes]] = pipe.execute()
-    alerts = [raw.decode() for found in drained for raw in found]
-    # Alerts are data (a user-role message, framed and capped) and taint the turn.
-    opening += alert_messages(alerts, rt.settings.alert_max_chars,
-                              rt.settings.alerts_max_per_turn)
-    if spec.input == "text":
-        text = spec.text or ""
-    else:
-        said: Any = rt.redis.hget(rt.keys.turn(spec.turn_id), "transcript")
-        text = said.decode() if said else ""
-    opening.append(msg.user(text))
-    once = stage.once_with_event(
-        "opened", "agent-step", {"step": 0, "alerts": len(alerts), "transcript": text})
-    for alerts_key, found in zip(alert_keys, drained, strict=True):
-        if found:
-            once.call("LTRIM", alerts_key, len(found), -1)
-    for alert in alerts:
-        event = TurnEvent(type="alert", turn_id=spec.turn_id, data={"text": alert})
-        once.call("XADD", rt.keys.events(spec.turn_id), "*", "e", event.model_dump_json())
-    if alerts:
-        for write in taint_writes(rt.keys, rt.settings, spec.turn_id, spec.session_id, "alert"):
-            once.call(*write)
-    history.extend_in(once, opening).run()
-    stage.crash_point("agent.after-open")
-
-
-def run_step(stage: Stage, job: AgentStep, ready_at: float | None = None) -> None:
+def run_step(stage: Stage, job: AgentStep, ready_at: float | None = None,
+             opened: Opened | None = None) -> None:
     """Call the model once and act on its answer. ``ready_at``: when the step could start (the
-    last tool's end, after tools), so that its queue wait is not the tools' run time."""
+    last tool's end, after tools), so that its queue wait is not the tools' run time.
+    ``opened``: what the first step already read and announced (``open_turn``)."""
     rt, step = stage.rt, job.step
     history = history_of(stage)
-    queue_ms = (stage.queue_ms(job) if ready_at is None
-                else round(max(0.0, stage.started_at - ready_at) * 1000, 2))
-    stage.emit("agent-step", {"step": step, "queue_ms": queue_ms})
-    answer = _answer(stage, step, history)
+    if opened is None:
+        opened = _begin_step(stage, job, history, ready_at)
+    answer = _answer(stage, step, history, opened)
     if answer is None or stage.should_stop():
         return
     if answer.tool_calls and step >= rt.settings.max_steps:
@@ -131,21 +62,38 @@ def run_step(stage: Stage, job: AgentStep, ready_at: float | None = None) -> Non
     _final_reply(stage, step, answer.text, history)
 
 
-def _answer(stage: Stage, step: int, history: History) -> Answer | None:
+def _begin_step(stage: Stage, job: AgentStep, history: History,
+                ready_at: float | None) -> Opened:
+    """A later step's reads in one round trip and its first events in another."""
+    rt, step = stage.rt, job.step
+    pipe = rt.redis.pipeline(transaction=False)
+    pipe.hget(rt.keys.turn(stage.turn_id), f"answer:{step}")
+    pipe.lrange(history.key, 0, -1)
+    saved, raw_history = pipe.execute()
+    queue_ms = (stage.queue_ms(job) if ready_at is None
+                else round(max(0.0, stage.started_at - ready_at) * 1000, 2))
+    once = Once(rt.redis, fence=stage.fence, unless=rt.keys.ended(stage.turn_id))
+    add_event(stage, once, "agent-step", {"step": step, "queue_ms": queue_ms})
+    if saved is None:
+        add_event(stage, once, "llm-start", {"step": step, "provider": rt.chat_model.name})
+    once.run()
+    return Opened([json.loads(item) for item in raw_history], saved)
+
+
+def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer | None:
     """The model's answer for this step: stored once, so a redelivered step reuses it and
     speaks the sentences it had cut, not a new cut of the whole text."""
     rt, spec = stage.rt, stage.spec
     turn_key = rt.keys.turn(spec.turn_id)
     field = f"answer:{step}"
-    saved: Any = rt.redis.hget(turn_key, field)
-    if saved is not None:
-        return _replay(stage, step, json.loads(saved))
+    if opened.saved_answer is not None:
+        return _replay(stage, step, json.loads(opened.saved_answer))
     speaker = Speaker(stage, step)
     try:
         model = rt.chat_model
-        stage.emit("llm-start", {"step": step, "provider": model.name})
         started = time.perf_counter()
-        messages = prepare_context(stage, history)
+        prepared = measure_context(stage, history, opened.messages)
+        messages = prepared.messages
         with span("llm.complete", step=step, provider=model.name):
             answer = model.complete(messages, rt.tools.schemas(), deadline=spec.deadline,
                                     on_text=speaker.on_text)
@@ -161,12 +109,15 @@ def _answer(stage: Stage, step: int, history: History) -> Answer | None:
         speaker.finish(answer.text)
     record = {"text": answer.text, "calls": [c.as_dict() for c in answer.tool_calls],
               "sentences": speaker.sentences}
-    stored = stage.once_with_event(field, "llm-end", {
+    answered = stage.once_with_event(field, "llm-end", {
         "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
         "ttfb_ms": answer.ttfb_ms, "text": answer.text, "usage": answer.usage,
         "finish_reason": answer.finish_reason,
         "tool_calls": [c.as_dict() for c in answer.tool_calls]},
-    ).call("HSET", turn_key, field, json.dumps(record)).run()
+    ).call("HSET", turn_key, field, json.dumps(record))
+    stored = record_step_in(answered, rt.keys, spec, step, tokens=prepared.tokens,
+                            limit=prepared.limit, messages=len(messages),
+                            ttl_s=rt.settings.session_ttl_s).run()
     if stored is None:  # another delivery of this step stored its answer first: use that one
         return _replay(stage, step, json.loads(rt.redis.hget(turn_key, field) or b"{}"))
     stage.crash_point("agent.after-answer")

@@ -11,7 +11,8 @@ from celery import Task
 from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, AGENT_STEP, TIME_LIMITS
 from voxqueue.contracts import AgentStep, ErrorCode, ToolOutcome
 from workers.agent import messages as msg
-from workers.agent.loop import acquire_session, history_of, run_step, start_turn
+from workers.agent.loop import run_step
+from workers.agent.opening import history_of, open_turn
 from workers.app import app
 from workers.runtime import ending
 from workers.runtime.stage import begin
@@ -33,10 +34,10 @@ def step(self: Task, job: dict[str, Any]) -> None:
             ending.fail(stage, ErrorCode.INVALID_INPUT,
                         f"agent step {ajob.step} sent as a first step", apologize=False)
             return
-        if not acquire_session(stage, ajob):
+        opened = open_turn(stage, ajob, stage.rt.chat_model.name)
+        if opened is None:
             return
-        start_turn(stage)
-        run_step(stage, ajob)
+        run_step(stage, ajob, opened=opened)
         stage.complete()
 
 

@@ -9,7 +9,7 @@ next queue is ``workers.runtime.handoff``; when a turn is complete is
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import structlog
@@ -96,14 +96,18 @@ class Stage:
         return False
 
     def emit_or_stop(self, type: EventType, data: Mapping[str, Any] | None = None,
-                     pcm: bytes | None = None) -> bool:
+                     pcm: bytes | None = None,
+                     before: Sequence[tuple[EventType, Mapping[str, Any]]] = ()) -> bool:
         """Append an event and return True; or, when the turn has ended, was cancelled or is
         past its deadline, write nothing, end it if it is not (as ``should_stop``) and return
-        False. One round trip, the check included: for the work that emits all along."""
+        False. One round trip, the check included: for the work that emits all along.
+        ``before``: events appended just before it, in the same round trip."""
         if self.remaining() <= 0:
             self.should_stop()  # ends the turn (timeout, unless it ended otherwise first)
             return False
-        outcome = self.rt.store.emit_unless_stopped(self.turn_id, type, data, pcm, self.fence)
+        earlier = [TurnEvent(type=t, turn_id=self.turn_id, data=dict(d)) for t, d in before]
+        outcome = self.rt.store.emit_unless_stopped(self.turn_id, type, data, pcm, self.fence,
+                                                    before=earlier)
         if outcome == "cancelled":
             self.rt.store.finish(self.spec, "cancelled")
         return outcome == "emitted"

@@ -8,7 +8,7 @@ from typing import Any
 from celery import Task
 
 from voxqueue.celery_config import TIME_LIMITS, TTS_SPEAK
-from voxqueue.contracts import ErrorCode, TtsJob
+from voxqueue.contracts import ErrorCode, EventType, TtsJob
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
 from voxqueue.spoken import for_speech
@@ -44,9 +44,10 @@ def speak(self: Task, job: dict[str, Any]) -> None:
 def _speak(stage: Stage, tjob: TtsJob) -> None:
     rt = stage.rt
     started = time.time()
-    stage.emit("tts-start", {"seq": tjob.seq, "queue_ms": stage.queue_ms(tjob),
-                             "chars": len(tjob.text), "text": tjob.text,
-                             "worker": stage.worker, "attempt": stage.attempt})
+    # Announced with the first audio, in its round trip (or before the end, when none comes).
+    start: list[tuple[EventType, dict[str, Any]]] = [("tts-start", {
+        "seq": tjob.seq, "queue_ms": stage.queue_ms(tjob), "chars": len(tjob.text),
+        "text": tjob.text, "worker": stage.worker, "attempt": stage.attempt})]
     ttfb_ms: float | None = None
     n_bytes = 0
     try:
@@ -66,17 +67,26 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
                 # Each write checks for barge-in, cancellation and the deadline: stop then.
                 if not stage.emit_or_stop("tts-chunk", {
                         "seq": tjob.seq, "idx": idx, "attempt": stage.attempt,
-                        "offset": n_bytes, "bytes": len(pcm)}, pcm=pcm):
+                        "offset": n_bytes, "bytes": len(pcm)}, pcm=pcm, before=start):
                     return
+                start = []
                 n_bytes += len(pcm)
                 if idx == 0:
                     stage.crash_point("tts.mid-stream")
     except (ProviderError, MissingKeyError) as exc:
+        _announce(stage, start)
         code = ErrorCode.MISSING_KEY if isinstance(exc, MissingKeyError) else ErrorCode.TTS_FAILED
         # A short apology (if the voice works again: a second failure ends the turn), and this
         # sentence counts as done: it will not be spoken, so nothing waits for it.
         ending.fail(stage, code, str(exc))
         return
+    _announce(stage, start)
     stage.crash_point("tts.after-stream")
     stage.emit("tts-end", {"seq": tjob.seq, "ms": round((time.time() - started) * 1000, 2),
                            "ttfb_ms": ttfb_ms, "bytes": n_bytes, "provider": synth.name})
+
+
+def _announce(stage: Stage, start: list[tuple[EventType, dict[str, Any]]]) -> None:
+    """``tts-start``, if no audio carried it."""
+    for type_, data in start:
+        stage.emit(type_, data)

@@ -9,6 +9,7 @@ replaced by: the system prompt, one summary message, the recent turns verbatim.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import structlog
@@ -38,11 +39,37 @@ def tools_tokens(rt: Runtime, model_name: str) -> int:
     return _tools_tokens[key]
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A step's prompt and its size, to be recorded with the step's answer."""
+
+    messages: list[Message]
+    tokens: int
+    limit: int
+
+
 def prepare_context(stage: Stage, history: History) -> list[Message]:
-    """The messages for this step's LLM call (the whole history, compacted when it grows)."""
+    """The messages for this step's LLM call (the whole history, compacted when it grows),
+    their size recorded at once."""
     rt, spec, settings = stage.rt, stage.spec, stage.rt.settings
+    prepared = measure_context(stage, history, history.load())
+    record_step(
+        rt.redis,
+        rt.keys,
+        spec,
+        tokens=prepared.tokens,
+        limit=prepared.limit,
+        messages=len(prepared.messages),
+        ttl_s=settings.session_ttl_s,
+    )
+    return prepared.messages
+
+
+def measure_context(stage: Stage, history: History, messages: list[Message]) -> Prepared:
+    """``messages`` (the history as read) counted, and compacted past the threshold; nothing
+    is written unless it is compacted (the agent loop records the size with the answer)."""
+    rt, settings = stage.rt, stage.rt.settings
     model_name = settings.llm_model
-    messages = history.load()
     limit = context_limit(settings, model_name)
     allowed = int(limit * settings.context_threshold)
     tool_tokens = tools_tokens(rt, model_name)
@@ -51,16 +78,7 @@ def prepare_context(stage: Stage, history: History) -> list[Message]:
         done = _compact(stage, history, messages, allowed, tool_tokens)
         if done is not None:
             messages, tokens = done.messages, done.after_tokens
-    record_step(
-        rt.redis,
-        rt.keys,
-        spec,
-        tokens=tokens,
-        limit=limit,
-        messages=len(messages),
-        ttl_s=settings.session_ttl_s,
-    )
-    return messages
+    return Prepared(messages, tokens, limit)
 
 
 def _compact(

@@ -8,6 +8,7 @@ from typing import Any
 import redis
 
 from voxqueue.contracts import TurnSpec
+from voxqueue.effects import Once
 from voxqueue.keys import Keys
 
 
@@ -38,6 +39,22 @@ def record_step(
     pipe.expire(stats, ttl_s)
     pipe.execute()
     return n
+
+
+def record_step_in(once: Once, keys: Keys, spec: TurnSpec, step: int, *, tokens: int,
+                   limit: int, messages: int, ttl_s: int) -> Once:
+    """``record_step`` as writes of ``once`` (the step's stored answer): step ``n`` is the
+    turn's ``n``-th LLM call, recorded once, with no round trip of its own."""
+    turn_key = keys.turn(spec.turn_id)
+    stats = keys.context_stats(spec.session_id)
+    entry = {"tokens": tokens, "limit": limit, "messages": messages}
+    return (once.call("HSET", turn_key, f"context:{step}", json.dumps(entry))
+            .call("HSET", turn_key, "context:calls", step)
+            .call("HSET", stats, "tokens", tokens, "limit", limit, "messages", messages,
+                  "turn_id", spec.turn_id)
+            .call("HINCRBY", stats, "llm_calls", 1)
+            .call("HINCRBY", stats, "prompt_tokens_total", tokens)
+            .call("EXPIRE", stats, ttl_s))
 
 
 def record_compaction(r: redis.Redis, keys: Keys, session_id: str, mode: str, ttl_s: int) -> int:

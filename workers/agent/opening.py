@@ -1,0 +1,117 @@
+"""The start of a turn's first step, in two round trips to Redis.
+
+The first sends together what the step needs to read (the session's history, its pending
+alerts, an answer stored by an earlier attempt, the transcript) and the claim on the session;
+the second writes, once, the opening messages and the step's first events. The model is called
+right after: with Redis on another host every round trip here delays the first audio.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from voxqueue.contracts import AgentStep, TurnEvent
+from voxqueue.effects import Once
+from voxqueue.turns import STREAM_MAXLEN
+from workers.agent import messages as msg
+from workers.agent.alert_data import alert_messages
+from workers.agent.history import History
+from workers.runtime import handoff
+from workers.runtime.stage import Stage
+from workers.toolkit.taint import taint_writes
+
+#: How long a turn waiting for its session's previous turn waits between tries, in seconds.
+SESSION_BUSY_RETRY_S = 0.2
+
+
+@dataclass(frozen=True)
+class Opened:
+    """What the first step read: the history the model sees (opening included) and the answer
+    an earlier attempt of the step stored, if any."""
+
+    messages: list[msg.Message]
+    saved_answer: bytes | None
+
+
+def history_of(stage: Stage) -> History:
+    rt = stage.rt
+    return History(rt.redis, rt.keys, stage.spec.session_id, rt.settings.session_ttl_s)
+
+
+def add_event(stage: Stage, once: Once, type: str, data: dict[str, Any]) -> Once:
+    """An event of the turn written with ``once``'s other writes."""
+    event = TurnEvent(type=type, turn_id=stage.turn_id, data=data)  # type: ignore[arg-type]
+    return once.call("XADD", stage.rt.keys.events(stage.turn_id), "MAXLEN", "~", STREAM_MAXLEN,
+                     "*", "e", event.model_dump_json())
+
+
+def open_turn(stage: Stage, job: AgentStep, model_name: str) -> Opened | None:
+    """Take the session and put the turn's opening messages in the history, once: pending
+    alerts, then the user. None when the step must not go on: the session is busy (the step
+    is sent again to try shortly; a wait is not a delivery) or the turn has ended.
+
+    Two turns of one session never interleave, and they go in the order they were created: the
+    lock is held from the first step until the reply is in the history (or the turn ends). The
+    alerts are taken from their lists in the script that appends them, so an alert is never
+    lost between the two, nor injected twice.
+    """
+    rt, spec, k = stage.rt, stage.spec, stage.rt.keys
+    history = history_of(stage)
+    alert_keys = [k.alerts(spec.session_id)]
+    if spec.device:
+        alert_keys.append(k.device_alerts(spec.device))
+    pipe = rt.redis.pipeline(transaction=False)
+    rt.store.take_session_in(pipe, spec, int(stage.remaining()) + 5)
+    pipe.lrange(history.key, 0, -1)
+    for alerts_key in alert_keys:
+        pipe.lrange(alerts_key, 0, -1)
+    pipe.hget(k.turn(spec.turn_id), f"answer:{job.step}")
+    pipe.hget(k.turn(spec.turn_id), "transcript")
+    took, raw_history, *rest = pipe.execute()
+    if not took:
+        rt.redis.decr(k.deliveries(stage.task_id))
+        handoff.send(rt, job, countdown=SESSION_BUSY_RETRY_S)
+        return None
+    drained: list[list[bytes]] = rest[:len(alert_keys)]
+    saved, said = rest[len(alert_keys)], rest[len(alert_keys) + 1]
+    earlier = [json.loads(item) for item in raw_history]
+    opening: list[msg.Message] = []
+    if not earlier:
+        opening.append(msg.system(rt.settings.system_prompt))
+    last_answer = earlier[-(rt.settings.max_tool_calls_per_answer + 1):]
+    opening += [msg.tool_error(call_id, "the previous turn ended before this call finished")
+                for call_id in msg.unanswered_calls(last_answer)]
+    alerts = [raw.decode() for found in drained for raw in found]
+    # Alerts are data (a user-role message, framed and capped) and taint the turn.
+    opening += alert_messages(alerts, rt.settings.alert_max_chars,
+                              rt.settings.alerts_max_per_turn)
+    text = (spec.text or "") if spec.input == "text" else (said.decode() if said else "")
+    opening.append(msg.user(text))
+    once = stage.once_with_event(
+        "opened", "agent-step", {"step": 0, "alerts": len(alerts), "transcript": text})
+    for alerts_key, found in zip(alert_keys, drained, strict=True):
+        if found:
+            once.call("LTRIM", alerts_key, len(found), -1)
+    for alert in alerts:
+        add_event(stage, once, "alert", {"text": alert})
+    if alerts:
+        for write in taint_writes(k, rt.settings, spec.turn_id, spec.session_id, "alert"):
+            once.call(*write)
+    history.extend_in(once, opening)
+    step_events: list[tuple[str, dict[str, Any]]] = [
+        ("agent-step", {"step": job.step, "queue_ms": stage.queue_ms(job)})]
+    if saved is None:
+        step_events.append(("llm-start", {"step": job.step, "provider": model_name}))
+    for type_, data in step_events:
+        add_event(stage, once, type_, data)
+    if once.run() is None:  # opened by an earlier attempt (its messages were read), or ended
+        if stage.should_stop():
+            return None
+        for type_, data in step_events:
+            stage.emit(type_, data)  # type: ignore[arg-type]
+        stage.crash_point("agent.after-open")
+        return Opened(earlier, saved)
+    stage.crash_point("agent.after-open")
+    return Opened(earlier + opening, saved)
