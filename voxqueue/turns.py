@@ -178,9 +178,27 @@ class TurnStore:
         event = TurnEvent(type=type, turn_id=turn_id, data=dict(data or {}))
         return self._append(event, pcm, fence, stop_on_cancel=True, before=before)
 
+    def emit_in(self, pipe: Any, event: TurnEvent, fence: Fence | None = None) -> None:
+        """``emit`` as a command of ``pipe`` (the script sent with its text: no load needed);
+        pass its result to :meth:`emitted`."""
+        keys, args = self._emit_call(event, None, fence, stop_on_cancel=False)
+        pipe.eval(_EMIT, len(keys), *keys, *args)
+
+    def emitted(self, turn_id: str, result: Any) -> str:
+        """What an ``emit_in`` did: "emitted", "ended" or "cancelled"; raises ``Fenced``."""
+        if result == -1:
+            raise Fenced(f"turn {turn_id}: a newer attempt owns this job")
+        return "cancelled" if result == -2 else "ended" if result is None else "emitted"
+
     def _append(self, event: TurnEvent, pcm: bytes | None, fence: Fence | None, *,
                 stop_on_cancel: bool, before: Sequence[TurnEvent] = ()) -> str:
         """The ``_EMIT`` script: "emitted", "ended" or "cancelled"; raises ``Fenced``."""
+        keys, args = self._emit_call(event, pcm, fence, stop_on_cancel, before)
+        return self.emitted(event.turn_id, self._emit(keys=keys, args=args))
+
+    def _emit_call(self, event: TurnEvent, pcm: bytes | None, fence: Fence | None,
+                   stop_on_cancel: bool, before: Sequence[TurnEvent] = ()
+                   ) -> tuple[list[str], list[str | bytes | int]]:
         turn_id = event.turn_id
         args: list[str | bytes | int] = [fence.attempt if fence else 0, STREAM_MAXLEN,
                                          1 + len(before)]
@@ -192,10 +210,7 @@ class TurnStore:
         keys = [self.keys.events(turn_id), self.keys.ended(turn_id), fence.key if fence else ""]
         if stop_on_cancel:
             keys.append(self.keys.cancel(turn_id))
-        result = self._emit(keys=keys, args=args)
-        if result == -1:
-            raise Fenced(f"turn {turn_id}: a newer attempt owns this job")
-        return "cancelled" if result == -2 else "ended" if result is None else "emitted"
+        return keys, args
 
     def once(self, turn_id: str, name: str, fence: Fence | None = None) -> Once:
         """Writes that happen the first time ``name`` is claimed for this turn, atomically with

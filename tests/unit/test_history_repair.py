@@ -37,7 +37,7 @@ def test_the_next_turn_answers_calls_a_cancelled_turn_left_open(redis_server):
     assert history_problems(history.load()) != []
     assert msg.unanswered_calls(history.load()) == ["c2"]
 
-    open_turn(Stage(rt, spec, "agent", 1), AgentStep(turn_id=spec.turn_id, step=1), "local")
+    open_turn(Stage(rt, spec, "agent", 1), AgentStep(turn_id=spec.turn_id, step=1))
 
     after = history.load()
     assert history_problems(after) == []

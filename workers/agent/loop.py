@@ -15,14 +15,13 @@ from typing import Any
 
 from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, TOOLS_RUN
 from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
-from voxqueue.effects import Once
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.agent import messages as msg
 from workers.agent.context import measure_context
 from workers.agent.context.accounting import record_step_in
 from workers.agent.history import History
-from workers.agent.opening import Opened, add_event, history_of
+from workers.agent.opening import Opened, history_of
 from workers.agent.providers.base import Answer, StreamStopped, ToolCallRequest
 from workers.agent.speech import Speaker
 from workers.runtime import completion, ending, handoff
@@ -31,15 +30,11 @@ from workers.runtime.stage import Stage
 from workers.toolkit.policy import cap_calls
 
 
-def run_step(stage: Stage, job: AgentStep, ready_at: float | None = None,
-             opened: Opened | None = None) -> None:
-    """Call the model once and act on its answer. ``ready_at``: when the step could start (the
-    last tool's end, after tools), so that its queue wait is not the tools' run time.
-    ``opened``: what the first step already read and announced (``open_turn``)."""
+def run_step(stage: Stage, job: AgentStep, opened: Opened) -> None:
+    """Call the model once and act on its answer. ``opened``: what the step read and
+    announced (``open_turn``, ``open_step``)."""
     rt, step = stage.rt, job.step
     history = history_of(stage)
-    if opened is None:
-        opened = _begin_step(stage, job, history, ready_at)
     answer = _answer(stage, step, history, opened)
     if answer is None or stage.should_stop():
         return
@@ -60,24 +55,6 @@ def run_step(stage: Stage, job: AgentStep, ready_at: float | None = None,
         _give_up(stage, ErrorCode.LLM_FAILED, "the model returned an empty answer")
         return
     _final_reply(stage, step, answer.text, history)
-
-
-def _begin_step(stage: Stage, job: AgentStep, history: History,
-                ready_at: float | None) -> Opened:
-    """A later step's reads in one round trip and its first events in another."""
-    rt, step = stage.rt, job.step
-    pipe = rt.redis.pipeline(transaction=False)
-    pipe.hget(rt.keys.turn(stage.turn_id), f"answer:{step}")
-    pipe.lrange(history.key, 0, -1)
-    saved, raw_history = pipe.execute()
-    queue_ms = (stage.queue_ms(job) if ready_at is None
-                else round(max(0.0, stage.started_at - ready_at) * 1000, 2))
-    once = Once(rt.redis, fence=stage.fence, unless=rt.keys.ended(stage.turn_id))
-    add_event(stage, once, "agent-step", {"step": step, "queue_ms": queue_ms})
-    if saved is None:
-        add_event(stage, once, "llm-start", {"step": step, "provider": rt.chat_model.name})
-    once.run()
-    return Opened([json.loads(item) for item in raw_history], saved)
 
 
 def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer | None:
@@ -146,7 +123,7 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
     """
     spec = stage.spec
     marker = stage.rt.keys.marker(spec.turn_id, f"sent:tools-{step}")
-    if stage.rt.redis.exists(marker):
+    if stage.attempt > 1 and stage.rt.redis.exists(marker):  # a first delivery sent nothing
         return
     now = time.time()
     run, _refused = cap_calls(calls, stage.rt.settings.max_tool_calls_per_answer)

@@ -14,6 +14,7 @@ from typing import Any
 
 from voxqueue.contracts import AgentStep, TurnEvent
 from voxqueue.effects import Once
+from voxqueue.settings import MissingKeyError
 from voxqueue.turns import STREAM_MAXLEN
 from workers.agent import messages as msg
 from workers.agent.alert_data import alert_messages
@@ -47,7 +48,35 @@ def add_event(stage: Stage, once: Once, type: str, data: dict[str, Any]) -> Once
                      "*", "e", event.model_dump_json())
 
 
-def open_turn(stage: Stage, job: AgentStep, model_name: str) -> Opened | None:
+def open_step(stage: Stage, job: AgentStep, once: Once, earlier: list[msg.Message],
+              added: list[msg.Message], saved: bytes | None,
+              ready_at: float | None = None) -> Opened:
+    """Run ``once`` (which appends ``added`` to the history read as ``earlier``) with the
+    step's first events, in one round trip; what the step's model call sees. ``ready_at``: when
+    the step could start (the last tool's end), for its queue wait."""
+    queue_ms = (stage.queue_ms(job) if ready_at is None
+                else round(max(0.0, stage.started_at - ready_at) * 1000, 2))
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("agent-step", {"step": job.step, "queue_ms": queue_ms})]
+    if saved is None:
+        events.append(("llm-start", {"step": job.step, "provider": _model_name(stage)}))
+    for type_, data in events:
+        add_event(stage, once, type_, data)
+    if once.run() is None:  # done by an earlier attempt (its messages were read), or ended
+        for type_, data in events:
+            stage.emit(type_, data)  # type: ignore[arg-type]
+        return Opened(earlier, saved)
+    return Opened(earlier + added, saved)
+
+
+def _model_name(stage: Stage) -> str:
+    try:
+        return stage.rt.chat_model.name
+    except MissingKeyError:  # said by the model call itself, as a clear error
+        return stage.rt.settings.providers_in_use()["llm"]
+
+
+def open_turn(stage: Stage, job: AgentStep) -> Opened | None:
     """Take the session and put the turn's opening messages in the history, once: pending
     alerts, then the user. None when the step must not go on: the session is busy (the step
     is sent again to try shortly; a wait is not a delivery) or the turn has ended.
@@ -99,19 +128,6 @@ def open_turn(stage: Stage, job: AgentStep, model_name: str) -> Opened | None:
     if alerts:
         for write in taint_writes(k, rt.settings, spec.turn_id, spec.session_id, "alert"):
             once.call(*write)
-    history.extend_in(once, opening)
-    step_events: list[tuple[str, dict[str, Any]]] = [
-        ("agent-step", {"step": job.step, "queue_ms": stage.queue_ms(job)})]
-    if saved is None:
-        step_events.append(("llm-start", {"step": job.step, "provider": model_name}))
-    for type_, data in step_events:
-        add_event(stage, once, type_, data)
-    if once.run() is None:  # opened by an earlier attempt (its messages were read), or ended
-        if stage.should_stop():
-            return None
-        for type_, data in step_events:
-            stage.emit(type_, data)  # type: ignore[arg-type]
-        stage.crash_point("agent.after-open")
-        return Opened(earlier, saved)
+    opened = open_step(stage, job, history.extend_in(once, opening), earlier, opening, saved)
     stage.crash_point("agent.after-open")
-    return Opened(earlier + opening, saved)
+    return opened

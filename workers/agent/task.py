@@ -12,7 +12,7 @@ from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, AGENT_STEP,
 from voxqueue.contracts import AgentStep, ErrorCode, ToolOutcome
 from workers.agent import messages as msg
 from workers.agent.loop import run_step
-from workers.agent.opening import history_of, open_turn
+from workers.agent.opening import history_of, open_step, open_turn
 from workers.app import app
 from workers.runtime import ending
 from workers.runtime.stage import begin
@@ -34,7 +34,7 @@ def step(self: Task, job: dict[str, Any]) -> None:
             ending.fail(stage, ErrorCode.INVALID_INPUT,
                         f"agent step {ajob.step} sent as a first step", apologize=False)
             return
-        opened = open_turn(stage, ajob, stage.rt.chat_model.name)
+        opened = open_turn(stage, ajob)
         if opened is None:
             return
         run_step(stage, ajob, opened=opened)
@@ -49,23 +49,33 @@ def resume(self: Task, outcomes: list[dict[str, Any]], job: dict[str, Any]) -> N
     if stage is None:
         return
     with ending.guard(stage):
-        previous = stage.rt.redis.hget(stage.rt.keys.turn(ajob.turn_id), f"answer:{ajob.step - 1}")
-        if (problem := step_problem(ajob.step, stage.rt.settings, previous)) is not None:
+        rt, turn_key = stage.rt, stage.rt.keys.turn(ajob.turn_id)
+        history = history_of(stage)
+        # One round trip for every read of the step: the answer that asked for the tools, an
+        # answer an earlier attempt of this step stored, the history.
+        pipe = rt.redis.pipeline(transaction=False)
+        pipe.hget(turn_key, f"answer:{ajob.step - 1}")
+        pipe.hget(turn_key, f"answer:{ajob.step}")
+        pipe.lrange(history.key, 0, -1)
+        previous, saved, raw_history = pipe.execute()
+        if (problem := step_problem(ajob.step, rt.settings, previous)) is not None:
             ending.fail(stage, ErrorCode.INVALID_INPUT, f"agent step refused: {problem}",
                         apologize=False)
             return
         ran = {r.call_id: r for r in (ToolOutcome.model_validate(o) for o in outcomes)}
-        limit = stage.rt.settings.max_tool_calls_per_answer
+        limit = rt.settings.max_tool_calls_per_answer
         # Every call of the answer is answered, in call order (OpenAI refuses a history with
         # one left open): past the cap, with an error the model can act on.
         messages = [msg.from_outcome(ran[c["id"]]) if c["id"] in ran
                     else msg.tool_error(c["id"], capped_message(limit))
                     for c in json.loads(previous or b"{}").get("calls", [])]
-        history_of(stage).extend_in(stage.once(f"tools-{ajob.step - 1}"), messages).run()
-        stage.crash_point("agent.after-results")
         # The chord's wait is the tools' run (their own spans), not a queue wait.
-        run_step(stage, ajob, ready_at=max((r.started_at + r.ms / 1000 for r in ran.values()),
-                                           default=None))
+        ready_at = max((r.started_at + r.ms / 1000 for r in ran.values()), default=None)
+        opened = open_step(stage, ajob, history.extend_in(stage.once(f"tools-{ajob.step - 1}"),
+                                                          messages),
+                           [json.loads(m) for m in raw_history], messages, saved, ready_at)
+        stage.crash_point("agent.after-results")
+        run_step(stage, ajob, opened=opened)
         stage.complete()
 
 

@@ -29,7 +29,8 @@ def send_once(stage: Stage, job: _Job, task_name: str | None = None, **options: 
     and its mark sends it again, under the same task id: the receiver runs it once."""
     rt = stage.rt
     marker = rt.keys.marker(stage.turn_id, f"sent:{job.task_id()}")
-    if rt.redis.exists(marker):
+    # No earlier attempt (the first delivery) can have sent it: no round trip to ask.
+    if stage.attempt > 1 and rt.redis.exists(marker):
         return
     send(rt, job, task_name, **options)
     stage.crash_point(f"{stage.queue}.after-send")

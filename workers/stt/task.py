@@ -8,7 +8,7 @@ from typing import Any
 from celery import Task
 
 from voxqueue.celery_config import STT_TRANSCRIBE, TIME_LIMITS
-from voxqueue.contracts import AgentStep, ErrorCode, SttJob
+from voxqueue.contracts import AgentStep, ErrorCode, SttJob, TurnEvent
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.app import app
@@ -34,22 +34,29 @@ def transcribe(self: Task, job: dict[str, Any]) -> None:
 
 
 def _transcribe(stage: Stage, sjob: SttJob) -> None:
-    rt = stage.rt
-    said: Any = rt.redis.hget(rt.keys.turn(stage.turn_id), "transcript")
-    if said is not None:  # an earlier attempt transcribed it and died before handing over
-        _hand_over(stage)
-        return
-    streamed = stage.spec.audio_stream
-    pcm = None if streamed else rt.store.audio(stage.spec)
-    if not streamed and not pcm:
-        ending.fail(stage, ErrorCode.AUDIO_MISSING,
-                    "the turn's audio is gone (expired or never stored)")
-        return
+    rt, spec = stage.rt, stage.spec
+    streamed = spec.audio_stream
     ended: dict[str, Any] = {}
     try:
         transcriber = rt.transcriber
-        stage.emit("stt-start", {"queue_ms": stage.queue_ms(sjob), "provider": transcriber.name,
-                                 "audio_s": stage.spec.audio_seconds, "streamed": streamed})
+        # One round trip: the start announced, an earlier attempt's transcript and the audio.
+        pipe = rt.redis.pipeline(transaction=False)
+        rt.store.emit_in(pipe, TurnEvent(type="stt-start", turn_id=stage.turn_id, data={
+            "queue_ms": stage.queue_ms(sjob), "provider": transcriber.name,
+            "audio_s": spec.audio_seconds, "streamed": streamed}), stage.fence)
+        pipe.hget(rt.keys.turn(stage.turn_id), "transcript")
+        if not streamed and spec.audio_key is not None:
+            pipe.get(spec.audio_key)
+        started_event, said, *audio = pipe.execute()
+        rt.store.emitted(stage.turn_id, started_event)
+        if said is not None:  # an earlier attempt transcribed it and died before handing over
+            _hand_over(stage)
+            return
+        pcm = None if streamed else (bytes(audio[0]) if audio and audio[0] else None)
+        if not streamed and not pcm:
+            ending.fail(stage, ErrorCode.AUDIO_MISSING,
+                        "the turn's audio is gone (expired or never stored)")
+            return
         ready = None  # a streamed command's transcript, decoded at its last pause
         if pcm is None:
             live, at_pauses = _recognition(stage)
@@ -75,8 +82,7 @@ def _transcribe(stage: Stage, sjob: SttJob) -> None:
         if not exc.aborted:
             ending.fail(stage, exc.code, str(exc), apologize=False)
         return
-    if stage.should_stop():
-        return
+    # (A turn cancelled meanwhile is ended by the agent's first look at it: no round trip here.)
     ended.update({"text": transcript.text, "ms": round((time.time() - started) * 1000, 1),
                   "ttfb_ms": transcript.ttfb_ms, "audio_s": round(len(pcm) / 32000, 2)})
     if not transcript.text:
