@@ -1,7 +1,7 @@
 """Round trips to Redis a turn waits on, measured as a remote Redis would show them.
 
     .venv/bin/python -m bench.round_trips                # the table (about two minutes)
-    .venv/bin/python -m bench.round_trips --commands     # also: one typed turn's commands
+    .venv/bin/python -m bench.round_trips --commands tool  # also: one turn's commands
 
 Every process (client, workers) reaches Redis through :mod:`bench.redis_delay`'s proxy. Each
 turn runs with no added delay and with ``--one-way-ms`` each way (2 ms round trip by default),
@@ -82,9 +82,9 @@ def measure(system: BenchSystem, proxy: DelayProxy, one_way_s: float, rounds: in
     return found, {d: statistics.median(v) for d, v in rtt.items()}
 
 
-def print_commands(system: BenchSystem, proxy: DelayProxy) -> None:
-    """Every command one typed turn sends, in time order, by connection."""
-    make = scenarios(system)["typed, one sentence"]
+def print_commands(system: BenchSystem, proxy: DelayProxy, scenario: str) -> None:
+    """Every command one turn of ``scenario`` sends, in time order, by connection."""
+    make = scenarios(system)[scenario]
     for i in range(3):  # warm: each process has loaded its scripts and opened its connections
         _listener_timings(system, make, 9990 + i)
     proxy.commands.clear()
@@ -120,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=8, help="turns per scenario and delay")
     ap.add_argument("--one-way-ms", type=float, default=1.0)
-    ap.add_argument("--commands", action="store_true")
+    ap.add_argument("--commands", metavar="TURN", choices=["typed", "spoken", "tool"],
+                    help="first print every command one turn of this kind sends")
     args = ap.parse_args(argv)
     one_way = args.one_way_ms / 1000
     with bench_system(INSTANT, separate_fake=True, processes=DEFAULT_PROCESSES,
@@ -129,7 +130,8 @@ def main(argv: list[str] | None = None) -> None:
         assert proxy is not None
         script(system)
         if args.commands:
-            print_commands(system, proxy)
+            print_commands(system, proxy, next(n for n in scenarios(system)
+                                               if args.commands in n))
         found, rtt = measure(system, proxy, one_way, args.rounds)
     added_rtt_ms = (rtt[one_way] - rtt[0.0]) * 1000
     print(f"\nOne PING through the proxy: {rtt[0.0] * 1000:.2f} ms with no delay, "

@@ -26,14 +26,18 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
     tjob = ToolCallJob.model_validate(job)
     rt = runtime_of(self)
     key = rt.keys.tool_outcome(tjob.turn_id, tjob.call_id)
-    cached = rt.redis.get(key)
+    # One round trip: an outcome stored by an earlier delivery, and the answer that asked.
+    pipe = rt.redis.pipeline(transaction=False)
+    pipe.get(key)
+    pipe.hget(rt.keys.turn(tjob.turn_id), f"answer:{tjob.step}")
+    cached, answer = pipe.execute()
     if cached is not None:  # a redelivered call: never run a tool twice
         return ToolOutcome.model_validate_json(cached).model_dump(mode="json")
     stage = begin(self, tjob, "tools")
     if stage is None:
         return _failed(tjob, "turn-ended", "Error: the turn ended before this tool ran.")
     try:
-        result = _run(stage, tjob)
+        result = _run(stage, tjob, answer)
     except Fenced:  # a newer delivery took over: report what it stored, if it did
         stored = rt.redis.get(key)
         if stored is not None:
@@ -49,10 +53,9 @@ def run(self: Task, job: dict[str, Any]) -> dict[str, Any]:
     return result
 
 
-def _run(stage: Stage, tjob: ToolCallJob) -> dict[str, Any]:
+def _run(stage: Stage, tjob: ToolCallJob, answer: bytes | None) -> dict[str, Any]:
     rt = stage.rt
     key = rt.keys.tool_outcome(tjob.turn_id, tjob.call_id)
-    answer = rt.redis.hget(rt.keys.turn(tjob.turn_id), f"answer:{tjob.step}")
     if (problem := call_problem(tjob, answer)) is not None:
         stage.log.error("tool call refused", tool=tjob.name, problem=problem)
         return _failed(tjob, "refused", f"Error: this call was refused: {problem}.")
