@@ -38,7 +38,11 @@ def embedded_redis_argv(port: int, folder: Path) -> list[str]:
             "--appendonly", "yes", "--save", "", "--maxmemory-policy", "noeviction"]
 
 
-def embedded_redis_url(port: int) -> str:
+#: Where ``voxqueue up`` starts its embedded Redis when none answers at the configured URL.
+EMBEDDED_PORT = 6390
+
+
+def embedded_redis_url(port: int = EMBEDDED_PORT) -> str:
     return f"redis://127.0.0.1:{port}/0"
 
 

@@ -244,6 +244,9 @@ class Settings(BaseSettings):
 
     # -- dashboard --------------------------------------------------------------------------
     flower_port: int = 5555
+    flower_max_tasks: int = Field(default=50_000, ge=100)
+    """Tasks Flower keeps (its ``--max_tasks``; its own default, 10,000, is a few hours of
+    turns): the oldest are forgotten first."""
     flower_user: str = "admin"
     flower_password: SecretStr | None = None
     """Flower's basic-auth password. Unset, or the old default ``voxqueue`` (refused): a random

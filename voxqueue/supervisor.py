@@ -18,7 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from voxqueue.child_process import Proc, kill_group, start_child, terminate
-from voxqueue.embedded_redis import embedded_redis_url, redis_answers, start_embedded_redis
+from voxqueue.embedded_redis import (
+    EMBEDDED_PORT,
+    embedded_redis_url,
+    redis_answers,
+    start_embedded_redis,
+)
 from voxqueue.flower_auth import flower_credentials
 from voxqueue.process_table import BEAT_SCHEDULER, DEFAULT_POOLS, HEARTBEAT_S, worker_names
 from voxqueue.redis_conn import redact
@@ -48,7 +53,7 @@ class Supervisor:
     """Set by ``stop_all`` (or a signal handler): no more restarts, ``watch`` returns."""
 
     # -- Redis ------------------------------------------------------------------------------
-    def ensure_redis(self, port: int = 6390) -> tuple[str, bool]:
+    def ensure_redis(self, port: int = EMBEDDED_PORT) -> tuple[str, bool]:
         """The Redis URL to use, starting an embedded server when none answers.
 
         Returns the URL and whether it is embedded. The embedded server is a child like the
@@ -88,7 +93,7 @@ class Supervisor:
     def flower_argv(self) -> list[str]:
         return [sys.executable, "-m", "celery", "-A", "workers", "flower",
                 f"--port={self.settings.flower_port}", "--address=127.0.0.1",
-                "--natural_time=False"]
+                "--natural_time=False", f"--max_tasks={self.settings.flower_max_tasks}"]
 
     def flower_env(self) -> dict[str, str]:
         """Flower's basic auth (see :func:`voxqueue.flower_auth.flower_credentials`), through

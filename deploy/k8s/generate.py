@@ -18,7 +18,13 @@ from typing import Any
 
 import yaml
 
-from voxqueue.process_table import BEAT_SCHEDULER, DEFAULT_POOLS, DEFAULT_PROCESSES, HEARTBEAT_S
+from voxqueue.process_table import (
+    BEAT_SCHEDULER,
+    DEFAULT_POOLS,
+    DEFAULT_PROCESSES,
+    FLOWER_MAX_TASKS,
+    HEARTBEAT_S,
+)
 from voxqueue.settings import QUEUES, Settings
 
 OUT = Path(__file__).with_name("voxqueue.yaml")
@@ -137,7 +143,8 @@ def manifests() -> list[dict[str, Any]]:
     flower_auth = {"name": "FLOWER_BASIC_AUTH", "valueFrom": {"secretKeyRef": {
         "name": "voxqueue-secrets", "key": "flower-basic-auth"}}}
     docs.append(deployment("flower", ["celery", "-A", "workers", "flower", "--port=5555",
-                                      "--address=0.0.0.0"], extra_env=[flower_auth], port=5555))
+                                      "--address=0.0.0.0", f"--max_tasks={FLOWER_MAX_TASKS}"],
+                           extra_env=[flower_auth], port=5555))
     port = Settings(_env_file=None).metrics_port
     docs.append(deployment("exporter", ["voxqueue", "exporter", "--address", "0.0.0.0"],
                            port=port))

@@ -2,23 +2,15 @@
 
 from __future__ import annotations
 
-import base64
 import importlib.util
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import ROOT, SPEECH, System, free_port, system_env
-from voxqueue.process_table import worker_names
-from voxqueue.settings import QUEUES
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -123,81 +115,6 @@ def test_a_provider_that_stays_down_ends_the_turn_with_an_apology(client, fake):
     assert len(fake.requests_for("chat")) == client.settings.provider_max_attempts
     assert result.reply and result.reply.startswith("Sorry")
     assert len(turn.audio()) > 0
-
-
-def _request(url: str, auth: tuple[str, str] | None) -> urllib.request.Request:
-    request = urllib.request.Request(url)
-    if auth:
-        token = base64.b64encode(f"{auth[0]}:{auth[1]}".encode()).decode()
-        request.add_header("Authorization", f"Basic {token}")
-    return request
-
-
-def _get(url: str, auth: tuple[str, str] | None = None) -> int:
-    try:
-        with urllib.request.urlopen(_request(url, auth), timeout=2) as answer:
-            return int(answer.status)
-    except urllib.error.HTTPError as exc:
-        return int(exc.code)
-    except (urllib.error.URLError, OSError):
-        return 0
-
-
-def _flower_workers(base: str, auth: tuple[str, str]) -> set[str]:
-    """The worker names (before the ``@``) Flower knows, asking the workers afresh."""
-    try:
-        with urllib.request.urlopen(_request(f"{base}/api/workers?refresh=1", auth),
-                                    timeout=10) as answer:
-            return {name.split("@")[0] for name in json.loads(answer.read())}
-    except (urllib.error.URLError, OSError, ValueError):
-        return set()
-
-
-def test_up_starts_embedded_redis_workers_beat_and_flower_behind_auth(tmp_path):
-    flower_port = free_port()
-    dead_port = free_port()
-    env = system_env(f"redis://127.0.0.1:{dead_port}/0", None,
-                     VOXQUEUE_FLOWER_PORT=str(flower_port), VOXQUEUE_FLOWER_USER="ops",
-                     VOXQUEUE_FLOWER_PASSWORD="s3cret-pw")
-    proc = subprocess.Popen([*VOXQUEUE, "up", "--processes", "tts=3,agent=2"], env=env,
-                            cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        base = f"http://127.0.0.1:{flower_port}"
-        deadline = time.time() + 60
-        status = 0
-        while time.time() < deadline:
-            status = _get(f"{base}/api/workers", ("ops", "s3cret-pw"))
-            if status == 200:
-                break
-            time.sleep(0.5)
-        assert status == 200
-        assert _get(f"{base}/api/workers") == 401
-        assert _get(f"{base}/", ("ops", "wrong")) == 401
-        # Every queue's worker processes: two for agent, three for tts, one for the others.
-        counts = {"tts": 3, "agent": 2}
-        expected = {name for q in QUEUES for name in worker_names(q, counts.get(q, 1))}
-        seen: set[str] = set()
-        while time.time() < deadline + 60 and not expected <= seen:
-            seen = _flower_workers(base, ("ops", "s3cret-pw"))
-            time.sleep(1)
-        assert {"agent-2", "tts-3"} <= expected <= seen, seen
-        # Idle, nothing runs as a task: timers and overdue turns are the monitor workers' loop,
-        # not a task every second that would fill Flower's task list.
-        time.sleep(3)
-        with urllib.request.urlopen(_request(f"{base}/api/tasks", ("ops", "s3cret-pw")),
-                                    timeout=10) as answer:
-            tasks = json.loads(answer.read())
-        assert tasks == {}, sorted({t.get("name") for t in tasks.values()})
-    finally:
-        os.killpg(proc.pid, signal.SIGINT)
-        output, _ = proc.communicate(timeout=60)
-    assert proc.returncode == 0, output
-    assert "embedded Redis" in output
-    assert "s3cret-pw" not in output
-    assert _get(f"http://127.0.0.1:{flower_port}/") == 0  # Flower stopped with it
-    leftover = subprocess.run(["pgrep", "-f", "-s", str(proc.pid)], capture_output=True)
-    assert leftover.stdout.strip() == b"", "children outlived Ctrl-C"
 
 
 def test_a_broken_worker_setup_ends_the_turn_at_once_with_a_clear_error(

@@ -13,7 +13,7 @@ import yaml
 
 from tests.conftest import ROOT
 from voxqueue.celery_config import celery_config
-from voxqueue.process_table import DEFAULT_PROCESSES, HEARTBEAT_S
+from voxqueue.process_table import DEFAULT_PROCESSES, FLOWER_MAX_TASKS, HEARTBEAT_S
 from voxqueue.settings import QUEUES, Settings
 
 DEPLOY = ROOT / "deploy"
@@ -69,6 +69,9 @@ def test_compose_redis_flower_and_beat():
     assert BEAT_SCHEDULER in services["beat"]["command"]
     assert "FLOWER_BASIC_AUTH" in services["flower"]["environment"]
     assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
+    # A day of turns in its task list, as `voxqueue up` runs it (its own default is 10,000).
+    assert f"--max_tasks={FLOWER_MAX_TASKS}" in services["flower"]["command"]
+    assert Settings.model_fields["flower_max_tasks"].default == FLOWER_MAX_TASKS
 
 
 def test_compose_environment_names_are_real_settings_and_shutdown_is_graceful():
