@@ -50,8 +50,8 @@ def assemble(spec: TurnSpec, entries: Iterable[StreamEntry]) -> tuple[TurnResult
             # A spoken apology never hides the answer, when there was one.
             if not (d.get("apology") and reply is not None):
                 reply = d.get("text")
-        elif ev.type == "tts-start":
-            start.setdefault("tts", ev.ts)
+        elif ev.type == "tts-start":  # written with the first audio; the work began earlier
+            start.setdefault("tts", float(d.get("started_at") or ev.ts))
         elif ev.type == "tts-chunk" and entry.pcm is not None:
             first_audio = ev.ts if first_audio is None else first_audio
             by_attempt = chunks.setdefault(int(d.get("seq", 0)), {})

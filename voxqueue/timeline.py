@@ -46,7 +46,7 @@ def spans(spec: TurnSpec, entries: Iterable[StreamEntry]) -> list[Span]:
         ev, d = entry.event, entry.event.data
         queue = _QUEUE_OF.get(ev.type)
         if queue and d.get("queue_ms"):
-            end = at(ev.ts)
+            end = at(float(d.get("started_at") or ev.ts))
             out.append(Span(f"queue → {queue}", "queue", end - float(d["queue_ms"]), end))
         if ev.type == "stt-start":
             open_["stt"] = (at(ev.ts), str(d.get("provider", "")))
@@ -68,8 +68,8 @@ def spans(spec: TurnSpec, entries: Iterable[StreamEntry]) -> list[Span]:
             start = at(float(d["started_at"]))
             out.append(Span(f"tool {d.get('name')}", "tool", start, start + float(d["ms"]),
                             "ok" if d.get("ok") else str(d.get("error_code") or "error")))
-        elif ev.type == "tts-start":
-            open_[f"tts{d.get('seq')}"] = (at(ev.ts), "")
+        elif ev.type == "tts-start":  # written with the first audio; the work began earlier
+            open_[f"tts{d.get('seq')}"] = (at(float(d.get("started_at") or ev.ts)), "")
         elif ev.type == "tts-end" and f"tts{d.get('seq')}" in open_:
             start, _ = open_.pop(f"tts{d.get('seq')}")
             ttfb = d.get("ttfb_ms")

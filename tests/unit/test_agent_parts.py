@@ -7,6 +7,7 @@ import pytest
 from voxqueue.contracts import ToolOutcome, TurnEvent, TurnSpec
 from voxqueue.result import assemble
 from voxqueue.sentences import SentenceSplitter, split_sentences
+from voxqueue.timeline import spans
 from voxqueue.turns import StreamEntry
 from workers.agent import messages as msg
 
@@ -96,9 +97,11 @@ def test_assemble_orders_audio_by_sequence_and_keeps_the_last_attempt():
         entry("run-start", 100.0),
         entry("llm-end", 100.5, ms=400.0),
         entry("reply", 100.6, text="One. Two."),
-        entry("tts-start", 100.7, seq=1),
+        # Written with the first audio; the synthesis began at started_at.
+        entry("tts-start", 100.8, seq=1, started_at=100.7, queue_ms=50.0),
         entry("tts-chunk", 100.8, b"B1", seq=1, idx=0, attempt=1),
         entry("tts-chunk", 100.9, b"A1", seq=0, idx=0, attempt=1),
+        entry("tts-end", 100.95, seq=1),
         entry("tts-chunk", 101.0, b"a2", seq=0, idx=0, attempt=2),   # redelivered sentence 0
         entry("tts-chunk", 101.1, b"b2", seq=0, idx=1, attempt=2),
         entry("tts-end", 101.2, seq=0),
@@ -110,3 +113,9 @@ def test_assemble_orders_audio_by_sequence_and_keeps_the_last_attempt():
     assert result.timings["total"] == pytest.approx(1500.0)
     assert result.timings["first_audio"] == pytest.approx(800.0)
     assert result.timings["llm"] == 400.0
+    assert result.timings["tts"] == pytest.approx(500.0)  # 100.7 -> 101.2
+    assert list(result.timings) == ["llm", "tts", "first_audio", "total"]
+    drawn = {s.label: s for s in spans(spec, entries)}
+    assert drawn["tts sentence 1"].start_ms == pytest.approx(700.0)
+    assert drawn["queue → tts"].end_ms == pytest.approx(700.0)
+    assert drawn["queue → tts"].ms == pytest.approx(50.0)

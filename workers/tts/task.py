@@ -47,7 +47,8 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
     # Announced with the first audio, in its round trip (or before the end, when none comes).
     start: list[tuple[EventType, dict[str, Any]]] = [("tts-start", {
         "seq": tjob.seq, "queue_ms": stage.queue_ms(tjob), "chars": len(tjob.text),
-        "text": tjob.text, "worker": stage.worker, "attempt": stage.attempt})]
+        "text": tjob.text, "worker": stage.worker, "attempt": stage.attempt,
+        "started_at": started})]
     ttfb_ms: float | None = None
     n_bytes = 0
     try:
