@@ -12,12 +12,13 @@ import pytest
 import redis
 
 from voxqueue.contracts import TurnSpec
+from voxqueue.effects import Once
 from voxqueue.keys import Keys
 from voxqueue.sessions import Sessions
 from voxqueue.settings import Settings
 from workers.agent import messages as msg
-from workers.agent.context import prepare_context
-from workers.agent.context.accounting import session_stats, turn_steps
+from workers.agent.context import measure_context
+from workers.agent.context.accounting import record_step_in, session_stats, turn_steps
 from workers.agent.context.compaction import is_summary
 from workers.agent.history import History
 from workers.runtime.resources import Runtime
@@ -85,6 +86,21 @@ def long_history(rt: Runtime, session: str, turns: int) -> History:
 def events(rt: Runtime, turn_id: str, kind: str) -> list[dict[str, object]]:
     return [e.event.data for e in rt.store.history(turn_id) if e.event.type == kind]
 
+
+
+_steps: dict[str, int] = {}
+
+
+def prepare_context(stage, history):  # type: ignore[no-untyped-def]
+    """What a step does with its context: measured (compacted) before the model call, its size
+    recorded with the answer (the agent loop's way)."""
+    prepared = measure_context(stage, history, history.load())
+    step = _steps[stage.turn_id] = _steps.get(stage.turn_id, 0) + 1
+    rt = stage.rt
+    record_step_in(Once(rt.redis), rt.keys, stage.spec, step, tokens=prepared.tokens,
+                   limit=prepared.limit, messages=len(prepared.messages),
+                   ttl_s=rt.settings.session_ttl_s).run()
+    return prepared.messages
 
 def test_history_replace_is_atomic_and_checks_the_length(url):
     r = redis.Redis.from_url(url)

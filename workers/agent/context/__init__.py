@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
-from workers.agent.context.accounting import record_compaction, record_step
+from workers.agent.context.accounting import record_compaction
 from workers.agent.context.budget import context_limit
 from workers.agent.context.compaction import Compaction, compact
 from workers.agent.context.tokens import count_messages, count_tools
@@ -46,23 +46,6 @@ class Prepared:
     messages: list[Message]
     tokens: int
     limit: int
-
-
-def prepare_context(stage: Stage, history: History) -> list[Message]:
-    """The messages for this step's LLM call (the whole history, compacted when it grows),
-    their size recorded at once."""
-    rt, spec, settings = stage.rt, stage.spec, stage.rt.settings
-    prepared = measure_context(stage, history, history.load())
-    record_step(
-        rt.redis,
-        rt.keys,
-        spec,
-        tokens=prepared.tokens,
-        limit=prepared.limit,
-        messages=len(prepared.messages),
-        ttl_s=settings.session_ttl_s,
-    )
-    return prepared.messages
 
 
 def measure_context(stage: Stage, history: History, messages: list[Message]) -> Prepared:

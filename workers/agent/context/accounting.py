@@ -12,39 +12,11 @@ from voxqueue.effects import Once
 from voxqueue.keys import Keys
 
 
-def record_step(
-    r: redis.Redis,
-    keys: Keys,
-    spec: TurnSpec,
-    *,
-    tokens: int,
-    limit: int,
-    messages: int,
-    ttl_s: int,
-) -> int:
-    """Store one LLM call's prompt size: ``context:<n>`` in the turn's hash (n counts the
-    turn's calls from 1) and the latest figures in the session's hash. Returns n."""
-    turn_key = keys.turn(spec.turn_id)
-    n = int(r.hincrby(turn_key, "context:calls", 1))
-    entry = {"tokens": tokens, "limit": limit, "messages": messages}
-    stats = keys.context_stats(spec.session_id)
-    pipe = r.pipeline(transaction=False)
-    pipe.hset(turn_key, f"context:{n}", json.dumps(entry))
-    pipe.hset(
-        stats,
-        mapping={"tokens": tokens, "limit": limit, "messages": messages, "turn_id": spec.turn_id},
-    )
-    pipe.hincrby(stats, "llm_calls", 1)
-    pipe.hincrby(stats, "prompt_tokens_total", tokens)
-    pipe.expire(stats, ttl_s)
-    pipe.execute()
-    return n
-
-
 def record_step_in(once: Once, keys: Keys, spec: TurnSpec, step: int, *, tokens: int,
                    limit: int, messages: int, ttl_s: int) -> Once:
-    """``record_step`` as writes of ``once`` (the step's stored answer): step ``n`` is the
-    turn's ``n``-th LLM call, recorded once, with no round trip of its own."""
+    """One LLM call's prompt size, as writes of ``once`` (the step's stored answer, so no
+    round trip of its own): ``context:<step>`` and ``context:calls`` in the turn's hash, the
+    latest figures and running totals in the session's."""
     turn_key = keys.turn(spec.turn_id)
     stats = keys.context_stats(spec.session_id)
     entry = {"tokens": tokens, "limit": limit, "messages": messages}
