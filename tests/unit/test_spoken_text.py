@@ -42,6 +42,10 @@ def test_streamed_in_any_pieces_it_says_the_same(reply):
         assert " ".join("".join(out).split()) == plain(reply)
 
 
+def test_bullet_characters_are_list_markers_too():
+    assert plain("Options:\n• tea\n• coffee\n") == "Options. Tea. Coffee."
+
+
 def test_a_phrase_is_not_made_a_sentence():
     # The TTS worker filters the pieces the agent cut: "It is nine in the evening" | "in Tokyo."
     assert plain("It is nine in the evening") == "It is nine in the evening"

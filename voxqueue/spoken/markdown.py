@@ -16,10 +16,10 @@ from __future__ import annotations
 import re
 import unicodedata
 
-_LINE_MARKERS = re.compile(r"[#>|`~\-*+_=\d.)\s]*")
+_LINE_MARKERS = re.compile(r"[#>|`~\-*+•◦▪_=\d.)\s]*")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^\s*#{1,6}\s+")
-_ITEM = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
+_ITEM = re.compile(r"^\s*(?:[-*+•◦▪]|\d{1,3}[.)])\s+")
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
 _RULE = re.compile(r"^\s*(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,}|(?:=\s*){3,})$")
 _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
@@ -36,7 +36,7 @@ _EDGE_UNDERSCORES = re.compile(r"(?<![\w])_+|_+(?![\w])")
 _TIMES = re.compile(r"(?<=\d) \* (?=\d)")
 _SPACES = re.compile(r"[ \t]{2,}")
 # A list marker or heading written on the same line as the sentence before it.
-_MARKER_IN_LINE = re.compile(r"(?<=[.!?:])(\s+)(?:\d{1,3}[.)]|#{1,6}|[-*+])\s+")
+_MARKER_IN_LINE = re.compile(r"(?<=[.!?:])(\s+)(?:\d{1,3}[.)]|#{1,6}|[-*+•◦▪])\s+")
 _SPACE_BEFORE_MARK = re.compile(r"[ \t]+(?=[.,!?;:](?:\s|$))")
 
 # Where held text starts: an unfinished link or tag, or a last word that may become a URL.
@@ -45,11 +45,11 @@ _OPEN_TAG = re.compile(r"<[^>\s]*$")
 _LAST_WORD = re.compile(r"(\S+)\s*$")
 _URL_START = re.compile(r"^[(\[<]?(?:h(?:t(?:t(?:p(?:s)?)?)?)?(?::/?/?)?|w{1,3}|(?:https?://|www\.)\S*)$",
                         re.IGNORECASE)
-_INLINE_MARKER = re.compile(r"^(?:\d{1,3}[.)]?|#{1,6}|[-*+])$")
+_INLINE_MARKER = re.compile(r"^(?:\d{1,3}[.)]?|#{1,6}|[-*+•◦▪])$")
 _MARKUP_ONLY = re.compile(r"^[*_~`#\\]+$")
 _TRAILING = re.compile(r"[\s,;:]*$")
 _ENDS_CLAUSE = re.compile(r"[.!?:]$")
-_MARKER_AT_START = re.compile(r"^\s+(?:\d{1,3}[.)]|#{1,6}|[-*+])\s+")
+_MARKER_AT_START = re.compile(r"^\s+(?:\d{1,3}[.)]|#{1,6}|[-*+•◦▪])\s+")
 _ENDS_SENTENCE = re.compile(r"[.!?…][\"')\]]*$")
 
 
