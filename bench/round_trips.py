@@ -1,6 +1,6 @@
 """Round trips to Redis a turn waits on, measured as a remote Redis would show them.
 
-    .venv/bin/python -m bench.round_trips                # the table (about two minutes)
+    .venv/bin/python -m bench.round_trips                # the table (about a minute)
     .venv/bin/python -m bench.round_trips --commands tool  # also: one turn's commands
 
 Every process (client, workers) reaches Redis through :mod:`bench.redis_delay`'s proxy. Each

@@ -1,9 +1,10 @@
-"""The start of a turn's first step, in two round trips to Redis.
+"""The start of an agent step, in two round trips to Redis.
 
-The first sends together what the step needs to read (the session's history, its pending
-alerts, an answer stored by an earlier attempt, the transcript) and the claim on the session;
-the second writes, once, the opening messages and the step's first events. The model is called
-right after: with Redis on another host every round trip here delays the first audio.
+The first sends together what the step needs to read (the session's history, an answer stored
+by an earlier attempt; for a turn's first step also its pending alerts and transcript, with the
+claim on the session); the second writes, once, the messages the step adds to the history (the
+opening, or the tools' results) with the step's first events. The model is called right after:
+with Redis on another host every round trip here delays the first audio.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from voxqueue.contracts import AgentStep, TurnEvent
+from voxqueue.contracts import AgentStep, EventType
 from voxqueue.effects import Once
 from voxqueue.settings import MissingKeyError
-from voxqueue.turns import STREAM_MAXLEN
 from workers.agent import messages as msg
 from workers.agent.alert_data import alert_messages
 from workers.agent.history import History
@@ -29,8 +29,8 @@ SESSION_BUSY_RETRY_S = 0.2
 
 @dataclass(frozen=True)
 class Opened:
-    """What the first step read: the history the model sees (opening included) and the answer
-    an earlier attempt of the step stored, if any."""
+    """What a step read: the history the model sees (what the step added included) and the
+    answer an earlier attempt of the step stored, if any."""
 
     messages: list[msg.Message]
     saved_answer: bytes | None
@@ -41,13 +41,6 @@ def history_of(stage: Stage) -> History:
     return History(rt.redis, rt.keys, stage.spec.session_id, rt.settings.session_ttl_s)
 
 
-def add_event(stage: Stage, once: Once, type: str, data: dict[str, Any]) -> Once:
-    """An event of the turn written with ``once``'s other writes."""
-    event = TurnEvent(type=type, turn_id=stage.turn_id, data=data)  # type: ignore[arg-type]
-    return once.call("XADD", stage.rt.keys.events(stage.turn_id), "MAXLEN", "~", STREAM_MAXLEN,
-                     "*", "e", event.model_dump_json())
-
-
 def open_step(stage: Stage, job: AgentStep, once: Once, earlier: list[msg.Message],
               added: list[msg.Message], saved: bytes | None,
               ready_at: float | None = None) -> Opened:
@@ -56,15 +49,15 @@ def open_step(stage: Stage, job: AgentStep, once: Once, earlier: list[msg.Messag
     the step could start (the last tool's end), for its queue wait."""
     queue_ms = (stage.queue_ms(job) if ready_at is None
                 else round(max(0.0, stage.started_at - ready_at) * 1000, 2))
-    events: list[tuple[str, dict[str, Any]]] = [
+    events: list[tuple[EventType, dict[str, Any]]] = [
         ("agent-step", {"step": job.step, "queue_ms": queue_ms})]
     if saved is None:
         events.append(("llm-start", {"step": job.step, "provider": _model_name(stage)}))
     for type_, data in events:
-        add_event(stage, once, type_, data)
+        stage.event_in(once, type_, data)
     if once.run() is None:  # done by an earlier attempt (its messages were read), or ended
         for type_, data in events:
-            stage.emit(type_, data)  # type: ignore[arg-type]
+            stage.emit(type_, data)
         return Opened(earlier, saved)
     return Opened(earlier + added, saved)
 
@@ -124,7 +117,7 @@ def open_turn(stage: Stage, job: AgentStep) -> Opened | None:
         if found:
             once.call("LTRIM", alerts_key, len(found), -1)
     for alert in alerts:
-        add_event(stage, once, "alert", {"text": alert})
+        stage.event_in(once, "alert", {"text": alert})
     if alerts:
         for write in taint_writes(k, rt.settings, spec.turn_id, spec.session_id, "alert"):
             once.call(*write)

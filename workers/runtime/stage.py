@@ -62,9 +62,13 @@ class Stage:
         """``once(name)`` that also appends the event ``type``: add writes with ``.call``, then
         ``.run()``; the event and the writes happen together, once, and never after the turn's
         end (``run`` then returns None, as when already done)."""
-        event = TurnEvent(type=type, turn_id=self.turn_id, data=dict(data))
         once = self.once(name)
         once.unless = self.rt.keys.ended(self.turn_id)  # run-end stays the last event
+        return self.event_in(once, type, data)
+
+    def event_in(self, once: Once, type: EventType, data: Mapping[str, Any]) -> Once:
+        """Add the event ``type`` to ``once``'s writes (written with them, or not at all)."""
+        event = TurnEvent(type=type, turn_id=self.turn_id, data=dict(data))
         return once.call("XADD", self.rt.keys.events(self.turn_id), "MAXLEN", "~",
                          STREAM_MAXLEN, "*", "e", event.model_dump_json())
 
