@@ -1,0 +1,63 @@
+"""The agent's speaker cuts the reply into TTS jobs from text for the ear, or, with
+``VOXQUEUE_SPEECH_FILTER=false``, from the model's text as written: the jobs it sends to the
+``tts`` queue, read back from Redis."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from tests.unit.runtimes import installed
+from voxqueue.contracts import TtsJob, TurnSpec
+from voxqueue.settings import Settings
+from workers.agent.speech import Speaker
+from workers.runtime.resources import Runtime
+from workers.runtime.stage import Stage
+from workers.wiring import runtime_for
+
+DB = 15
+REPLY = ("**Sure!** Here is how:\n\n1. Open the [garden app](https://example.com/g?id=42).\n"
+         "2. Press `start` 🚀\n")
+
+
+@pytest.fixture(params=[True, False], ids=["filter on", "filter off"])
+def rt(request: pytest.FixtureRequest, redis_server) -> Iterator[Runtime]:  # type: ignore[no-untyped-def]
+    url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
+    runtime = runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
+                                   key_prefix=f"vqs-{uuid.uuid4().hex[:8]}",
+                                   speech_filter=request.param, first_phrase_words=0))
+    runtime.redis.delete("tts")
+    with installed(runtime):
+        yield runtime
+    runtime.redis.delete("tts")
+
+
+def sent_jobs(rt: Runtime) -> list[TtsJob]:
+    """The TTS jobs waiting in the ``tts`` queue, oldest first (kombu's message envelope)."""
+    jobs = []
+    for raw in reversed(rt.redis.lrange("tts", 0, -1)):
+        body = json.loads(base64.b64decode(json.loads(raw)["body"]))
+        jobs.append(TtsJob.model_validate(body[0][0]))
+    return jobs
+
+
+def test_the_reply_is_cut_from_what_will_be_said(rt):
+    now = time.time()
+    spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id="s", input="text", text="how?",
+                    created_at=now, deadline=now + 30, speak=True)
+    rt.store.create(spec)
+    speaker = Speaker(Stage(rt, spec, "agent", 1), step=1)
+    for i in range(0, len(REPLY), 5):  # streamed as a model streams it
+        speaker.on_text(REPLY[i:i + 5])
+    speaker.finish(REPLY)
+    said = [job.text for job in sent_jobs(rt)]
+    assert said == speaker.sentences  # stored with the answer, for a step run again
+    if rt.settings.speech_filter:
+        assert said == ["Sure! Here is how.", "Open the garden app.", "Press start."]
+    else:  # the model's text, markup and all
+        assert "**Sure!**" in said[0] and any("garden app](https://" in s for s in said)
