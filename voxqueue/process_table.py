@@ -10,8 +10,9 @@ from voxqueue.settings import QUEUES, Settings
 HEARTBEAT_S = 10
 
 #: Tasks Flower keeps in memory (its default 10,000): about a day of turns at 5,000 a day, each
-#: 5-10 tasks (speech, one or two agent steps, tools, a TTS task per sentence), in ~100 MB.
-FLOWER_MAX_TASKS = 50_000
+#: 5-10 tasks (speech, one or two agent steps, tools, a TTS task per sentence), in ~100 MB. The
+#: setting's default, for the deploy files.
+FLOWER_MAX_TASKS: int = Settings.model_fields["flower_max_tasks"].default
 
 #: Pool and concurrency per queue for cloud providers: threads, since every call waits on I/O.
 #: A TTS slot is held for as long as a sentence streams, so that queue needs the most.

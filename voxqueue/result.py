@@ -14,6 +14,7 @@ _STATUSES = {"ok", "error", "cancelled", "timeout"}
 _ORDER = {name: i for i, name in enumerate(("stt", "llm", "tools", "tts", "first_audio",
                                              "total"))}
 
+
 def assemble(spec: TurnSpec, entries: Iterable[StreamEntry]) -> tuple[TurnResult, bytes]:
     """The turn's result and its reply PCM (sentences in order, last attempt of each)."""
     transcript = spec.text if spec.input == "text" else None

@@ -91,7 +91,6 @@ class TurnStore:
         self.session_ttl_s = session_ttl_s
         self._release_lock = r.register_script(_RELEASE_LOCK)
         self._emit = r.register_script(_EMIT)
-        self._take_session = r.register_script(_TAKE_SESSION)
 
     # -- creating and reading ----------------------------------------------------------------
     def create(self, spec: TurnSpec, audio: bytes | None = None, *, agent: bool = True) -> None:
@@ -132,12 +131,6 @@ class TurnStore:
         if raw is None:
             raise TurnNotFound(f"turn {turn_id} is unknown or expired")
         return TurnSpec.model_validate_json(raw)
-
-    def audio(self, spec: TurnSpec) -> bytes | None:
-        if spec.audio_key is None:
-            return None
-        data: Any = self.r.get(spec.audio_key)
-        return bytes(data) if data is not None else None
 
     def read(self, turn_id: str, last_id: str = "0", block_ms: int | None = None,
              count: int = 500) -> list[StreamEntry]:
@@ -272,9 +265,9 @@ class TurnStore:
         Turns of one session never interleave, and they reach the agent in the order they were
         created (a spoken turn asked first is answered first, even when its text comes later).
         """
-        keys = [self.keys.session_lock(spec.session_id), self.keys.session_waiting(spec.session_id),
-                self.keys.active_turns()]
-        return bool(self._take_session(keys=keys, args=[spec.turn_id, max(1, ttl_s)]))
+        pipe = self.r.pipeline(transaction=False)
+        self.take_session_in(pipe, spec, ttl_s)
+        return bool(pipe.execute()[0])
 
     def take_session_in(self, pipe: Any, spec: TurnSpec, ttl_s: int) -> None:
         """``take_session`` as a command of ``pipe`` (its result: 1 taken, 0 busy), sent with

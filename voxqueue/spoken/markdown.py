@@ -16,10 +16,12 @@ from __future__ import annotations
 import re
 import unicodedata
 
+# A list item's or heading's marker ("1.", "-", "•", "##").
+_MARKER = r"(?:\d{1,3}[.)]|#{1,6}|[-*+•◦▪])"
 _LINE_MARKERS = re.compile(r"[#>|`~\-*+•◦▪_=\d.)\s]*")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^\s*#{1,6}\s+")
-_ITEM = re.compile(r"^\s*(?:[-*+•◦▪]|\d{1,3}[.)])\s+")
+_ITEM = re.compile(r"^\s*(?:[-*+•◦▪]|\d{1,3}[.)])\s+")  # a heading's "#" is not an item
 _QUOTE = re.compile(r"^\s*(?:>\s?)+")
 _RULE = re.compile(r"^\s*(?:(?:-\s*){3,}|(?:\*\s*){3,}|(?:_\s*){3,}|(?:=\s*){3,})$")
 _TABLE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
@@ -36,20 +38,21 @@ _EDGE_UNDERSCORES = re.compile(r"(?<![\w])_+|_+(?![\w])")
 _TIMES = re.compile(r"(?<=\d) \* (?=\d)")
 _SPACES = re.compile(r"[ \t]{2,}")
 # A list marker or heading written on the same line as the sentence before it.
-_MARKER_IN_LINE = re.compile(r"(?<=[.!?:])(\s+)(?:\d{1,3}[.)]|#{1,6}|[-*+•◦▪])\s+")
+_MARKER_IN_LINE = re.compile(rf"(?<=[.!?:])(\s+){_MARKER}\s+")
 _SPACE_BEFORE_MARK = re.compile(r"[ \t]+(?=[.,!?;:](?:\s|$))")
 
 # Where held text starts: an unfinished link or tag, or a last word that may become a URL.
 _OPEN_LINK = re.compile(r"!?\[[^\]]*(?:\](?:\([^)]*)?)?$")
 _OPEN_TAG = re.compile(r"<[^>\s]*$")
 _LAST_WORD = re.compile(r"(\S+)\s*$")
-_URL_START = re.compile(r"^[(\[<]?(?:h(?:t(?:t(?:p(?:s)?)?)?)?(?::/?/?)?|w{1,3}|(?:https?://|www\.)\S*)$",
-                        re.IGNORECASE)
-_INLINE_MARKER = re.compile(r"^(?:\d{1,3}[.)]?|#{1,6}|[-*+•◦▪])$")
+_URL_START = re.compile(
+    r"^[(\[<]?(?:h(?:t(?:t(?:p(?:s)?)?)?)?(?::/?/?)?|w{1,3}|(?:https?://|www\.)\S*)$",
+    re.IGNORECASE)
+_INLINE_MARKER = re.compile(rf"^(?:{_MARKER}|\d{{1,3}})$")  # a number may become "1."
 _MARKUP_ONLY = re.compile(r"^[*_~`#\\]+$")
 _TRAILING = re.compile(r"[\s,;:]*$")
 _ENDS_CLAUSE = re.compile(r"[.!?:]$")
-_MARKER_AT_START = re.compile(r"^\s+(?:\d{1,3}[.)]|#{1,6}|[-*+•◦▪])\s+")
+_MARKER_AT_START = re.compile(rf"^\s+{_MARKER}\s+")
 _ENDS_SENTENCE = re.compile(r"[.!?…][\"')\]]*$")
 
 
@@ -102,13 +105,12 @@ class MarkdownFilter:
         self._space = False  # a space is owed before the next word
 
     def feed(self, text: str) -> str:
-        self._raw += text
+        *ended, rest = (self._raw + text).split("\n")
         out: list[str] = []
-        while "\n" in self._raw:
-            line, self._raw = self._raw.split("\n", 1)
-            self._raw, rest = line, self._raw
+        for line in ended:  # the current line's rest, then whole lines
+            self._raw = line
             out.append(self._end_line())
-            self._raw = rest
+        self._raw = rest
         out.append(self._partial())
         return "".join(out)
 

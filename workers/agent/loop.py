@@ -122,8 +122,7 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
     the callback once.
     """
     spec = stage.spec
-    marker = stage.rt.keys.marker(spec.turn_id, f"sent:tools-{step}")
-    if stage.attempt > 1 and stage.rt.redis.exists(marker):  # a first delivery sent nothing
+    if handoff.sent_before(stage, f"sent:tools-{step}"):
         return
     now = time.time()
     run, _refused = cap_calls(calls, stage.rt.settings.max_tool_calls_per_answer)
@@ -136,7 +135,7 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
                     then=(AGENT_RESUME, resume, f"[tool results] {resume.describe()}"),
                     on_error=AGENT_CHORD_FAILED)
     stage.crash_point("agent.after-send")
-    stage.rt.redis.set(marker, b"1", ex=stage.rt.settings.turn_ttl_s)
+    handoff.mark_sent(stage, f"sent:tools-{step}")
 
 
 def _final_reply(stage: Stage, step: int, text: str, history: History) -> None:

@@ -27,14 +27,24 @@ def send(rt: Runtime, job: _Job, task_name: str | None = None, **options: Any) -
 def send_once(stage: Stage, job: _Job, task_name: str | None = None, **options: Any) -> None:
     """Send ``job`` unless an earlier attempt of this stage did. A crash between the send
     and its mark sends it again, under the same task id: the receiver runs it once."""
-    rt = stage.rt
-    marker = rt.keys.marker(stage.turn_id, f"sent:{job.task_id()}")
-    # No earlier attempt (the first delivery) can have sent it: no round trip to ask.
-    if stage.attempt > 1 and rt.redis.exists(marker):
+    what = f"sent:{job.task_id()}"
+    if sent_before(stage, what):
         return
-    send(rt, job, task_name, **options)
+    send(stage.rt, job, task_name, **options)
     stage.crash_point(f"{stage.queue}.after-send")
-    rt.redis.set(marker, b"1", ex=rt.settings.turn_ttl_s)
+    mark_sent(stage, what)
+
+
+def sent_before(stage: Stage, what: str) -> bool:
+    """Whether an earlier attempt of this stage marked ``what`` sent. A first delivery has no
+    earlier attempt: it is not asked (no round trip)."""
+    rt = stage.rt
+    return stage.attempt > 1 and bool(rt.redis.exists(rt.keys.marker(stage.turn_id, what)))
+
+
+def mark_sent(stage: Stage, what: str) -> None:
+    rt = stage.rt
+    rt.redis.set(rt.keys.marker(stage.turn_id, what), b"1", ex=rt.settings.turn_ttl_s)
 
 
 def fan_out(rt: Runtime, task_name: str, jobs: Sequence[_Job], group_id: str,

@@ -55,7 +55,7 @@ def run_tool_call(registry: ToolRegistry, call: ToolCall, raw_arguments: str, *,
                       f"characters, only the first {max_chars} are shown]"
         return ToolOutcome(call_id=call.call_id, name=call.name, arguments=arguments, ok=ok,
                            content=content, error_code=code, started_at=started_at,
-                           say=" ".join(say.split())[:2000] or None if say else None,
+                           say=say,
                            ms=round((time.perf_counter() - t0) * 1000, 2))
 
     tool = registry.get(call.name)
@@ -113,7 +113,8 @@ def run_tool_call(registry: ToolRegistry, call: ToolCall, raw_arguments: str, *,
     if failed:
         return outcome(False, failed, "guard-unavailable", parsed)
     if isinstance(value, ToolReply):
-        return outcome(True, _render(value.data), None, parsed, say=value.say)
+        said = " ".join(value.say.split())[:2000] or None
+        return outcome(True, _render(value.data), None, parsed, say=said)
     return outcome(True, _render(value), None, parsed)
 
 
