@@ -13,9 +13,9 @@ profile) in a process of their own. In one run:
    one task per sentence) on worker processes like ours, relaying the same audio bytes in the
    same chunks, read by the client the same way: CPU ms per turn, and ours as a multiple of it.
 
-``--profile DIR``: py-spy samples every process of ours during the turns (raw collapsed stacks
-in DIR, a flame-graph input; keep DIR out of the repository) and a summary of each one's own
-time is printed. (Profiling costs CPU: the figures of a profiled run are not the table's.)
+``--profile DIR``: py-spy samples every process of ours while idle (in DIR/idle) and during the
+turns (raw collapsed stacks in DIR, a flame-graph input; keep DIR out of the repository) and a
+summary of each one's own time is printed. (Profiling costs CPU: the figures of a profiled run are not the table's.)
 """
 
 from __future__ import annotations
@@ -84,7 +84,13 @@ def main() -> None:
     with bench_system(PROFILE, separate_fake=True, processes=DEFAULT_PROCESSES) as system:
         start_like_up(system)
         system.fake.script_chat({"repeat": True, "content": REPLY})
+        workers = {k: v for k, v in system.pids.items() if k.split("-")[0] in OURS}
+        idle_profiles = Profiles(args.profile / "idle", workers) if args.profile else None
+        if idle_profiles:
+            idle_profiles.start()
         idle = by_role(cpu_per(system.pids, lambda: time.sleep(args.idle_s), args.idle_s))
+        if idle_profiles:
+            idle_profiles.stop()
         run_turns(system, 4, 2, lambda i: system.client.ask("warm up", session=f"w{i}"))
         turns: list[Any] = []
 
@@ -93,7 +99,6 @@ def main() -> None:
                                    lambda i: system.client.ask("weather tomorrow",
                                                                session=f"c{i}"))[0])
 
-        workers = {k: v for k, v in system.pids.items() if k.split("-")[0] in OURS}
         profiles = Profiles(args.profile, workers) if args.profile else None
         if profiles:
             profiles.start()
@@ -117,6 +122,8 @@ def main() -> None:
                                          "ours": list(OURS)}))
     if profiles:
         print(profiles.summary())
+    if idle_profiles:
+        print("\nidle:", idle_profiles.summary())
 
 
 def audio_chunks(turn: Any) -> list[list[int]]:
