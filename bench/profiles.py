@@ -27,7 +27,7 @@ class Profiles:
         for role, pid in self.pids.items():
             self.procs.append(subprocess.Popen(
                 [self.exe, "record", "--pid", str(pid), "--rate", str(self.rate), "--format",
-                 "raw", "--output", str(self.out_dir / f"{role}.txt"), "--gil"],
+                 "raw", "--output", str(self.out_dir / f"{role}.txt")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
     def stop(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import redis
 
+from voxqueue.audio import SAMPLE_RATE
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.effects import Fence, Fenced, Once
 from voxqueue.keys import Keys
@@ -25,18 +26,27 @@ SESSION_INDEX_MAX = 100_000
 
 # Append an event unless the turn has ended (run-end is always its last event), and only for
 # the newest attempt of the writing job when a fence is given.
-# KEYS: the events stream, the ended flag, the fence ("" for none).
-# ARGV: the fence's attempt, the stream's cap, then field/value pairs.
+# KEYS: the events stream, the ended flag, the fence ("" for none), the cancel flag ("" to
+# write even when cancelled), the turn hash (only for audio, see below).
+# ARGV: the fence's attempt, the stream's cap, the number of entries, then per entry the count
+# of its field/value arguments and those. With the turn hash, two more: a sentence's seq and
+# where its audio now ends (bytes): the turn records how far the listener's audio goes, and
+# when the turn's first audio went out (Redis's clock), for ``TurnStore.audio_ahead``.
 _EMIT = """
 if redis.call('exists', KEYS[2]) == 1 then return false end
 if KEYS[3] ~= '' and redis.call('get', KEYS[3]) ~= ARGV[1] then return -1 end
-if KEYS[4] and redis.call('exists', KEYS[4]) == 1 then return -2 end
+if KEYS[4] and KEYS[4] ~= '' and redis.call('exists', KEYS[4]) == 1 then return -2 end
 local id
 local i = 4
 for _ = 1, tonumber(ARGV[3]) do
   local n = tonumber(ARGV[i])
   id = redis.call('xadd', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, i + 1, i + n))
   i = i + 1 + n
+end
+if KEYS[5] then
+  local t = redis.call('time')
+  redis.call('hsetnx', KEYS[5], 'audio_at', t[1] .. '.' .. string.format('%06d', t[2]))
+  redis.call('hset', KEYS[5], 'audio:' .. ARGV[i], ARGV[i + 1])
 end
 return id
 """
@@ -163,13 +173,31 @@ class TurnStore:
 
     def emit_unless_stopped(self, turn_id: str, type: EventType,
                             data: Mapping[str, Any] | None = None, pcm: bytes | None = None,
-                            fence: Fence | None = None,
-                            before: Sequence[TurnEvent] = ()) -> str:
+                            fence: Fence | None = None, before: Sequence[TurnEvent] = (),
+                            audio_end: tuple[int, int] | None = None) -> str:
         """``emit``, unless the turn has ended or was cancelled: returns "emitted", "ended" or
         "cancelled" (nothing written then), in the same one round trip. ``before``: events
-        written just before it, in that same round trip."""
+        written just before it, in that same round trip. ``audio_end``: (seq, bytes) for a
+        chunk of speech, where that sentence's audio now ends (``audio_ahead``)."""
         event = TurnEvent(type=type, turn_id=turn_id, data=dict(data or {}))
-        return self._append(event, pcm, fence, stop_on_cancel=True, before=before)
+        return self._append(event, pcm, fence, stop_on_cancel=True, before=before,
+                            audio_end=audio_end)
+
+    def audio_ahead_in(self, pipe: Any, turn_id: str, seq: int) -> None:
+        """Add to ``pipe`` what ``audio_ahead`` reads for sentence ``seq``: when the turn's
+        audio began, where each earlier sentence's audio ends, and Redis's clock."""
+        pipe.hmget(self.keys.turn(turn_id), ["audio_at", *(f"audio:{s}" for s in range(seq))])
+        pipe.time()
+
+    @staticmethod
+    def audio_ahead(marks: Sequence[Any], now: Sequence[Any]) -> float:
+        """Seconds of audio a listener playing the turn in order has yet to hear before the
+        sentence: at least this much (audio not yet written is not counted; 0 before any)."""
+        began, *ends = marks
+        if began is None:
+            return 0.0
+        audio_s = sum(int(end) for end in ends if end) / (SAMPLE_RATE * 2)
+        return max(0.0, float(began) + audio_s - (int(now[0]) + int(now[1]) / 1e6))
 
     def emit_in(self, pipe: Any, event: TurnEvent, fence: Fence | None = None) -> None:
         """``emit`` as a command of ``pipe`` (the script sent with its text: no load needed);
@@ -184,13 +212,15 @@ class TurnStore:
         return "cancelled" if result == -2 else "ended" if result is None else "emitted"
 
     def _append(self, event: TurnEvent, pcm: bytes | None, fence: Fence | None, *,
-                stop_on_cancel: bool, before: Sequence[TurnEvent] = ()) -> str:
+                stop_on_cancel: bool, before: Sequence[TurnEvent] = (),
+                audio_end: tuple[int, int] | None = None) -> str:
         """The ``_EMIT`` script: "emitted", "ended" or "cancelled"; raises ``Fenced``."""
-        keys, args = self._emit_call(event, pcm, fence, stop_on_cancel, before)
+        keys, args = self._emit_call(event, pcm, fence, stop_on_cancel, before, audio_end)
         return self.emitted(event.turn_id, self._emit(keys=keys, args=args))
 
     def _emit_call(self, event: TurnEvent, pcm: bytes | None, fence: Fence | None,
-                   stop_on_cancel: bool, before: Sequence[TurnEvent] = ()
+                   stop_on_cancel: bool, before: Sequence[TurnEvent] = (),
+                   audio_end: tuple[int, int] | None = None,
                    ) -> tuple[list[str], list[str | bytes | int]]:
         turn_id = event.turn_id
         args: list[str | bytes | int] = [fence.attempt if fence else 0, STREAM_MAXLEN,
@@ -201,8 +231,11 @@ class TurnStore:
         if pcm is not None:
             args += ["pcm", pcm]
         keys = [self.keys.events(turn_id), self.keys.ended(turn_id), fence.key if fence else ""]
-        if stop_on_cancel:
-            keys.append(self.keys.cancel(turn_id))
+        if stop_on_cancel or audio_end is not None:
+            keys.append(self.keys.cancel(turn_id) if stop_on_cancel else "")
+        if audio_end is not None:
+            keys.append(self.keys.turn(turn_id))
+            args += list(audio_end)
         return keys, args
 
     def once(self, turn_id: str, name: str, fence: Fence | None = None) -> Once:

@@ -36,6 +36,21 @@ def test_first_audio_arrives_before_the_llm_has_finished(client, fake):
     assert sent == {first: None, second: first, third: second}
 
 
+def test_a_later_sentence_starts_with_a_larger_chunk_while_earlier_audio_plays(client, fake):
+    """Sentence 0's first chunk goes out as soon as it is there; a later sentence, which the
+    listener hears after the earlier ones' audio, starts with a larger one (fewer chunks)."""
+    fake.set_profile(llm_tokens_per_s=6)  # later sentences come while sentence 0 plays
+    fake.script_chat({"match": "larger", "content": REPLY})
+    turn = client.ask("larger chunks please", session="larger")
+    played = b"".join(turn.playback(timeout=60))
+    assert turn.wait(timeout=5).status == "ok"
+    first = {e.event.data["seq"]: e.event.data["bytes"] for e in turn._entries
+             if e.event.type == "tts-chunk" and e.event.data["idx"] == 0}
+    assert sorted(first) == [0, 1, 2]
+    assert first[1] > first[0] and first[2] > first[0], first
+    assert played == turn.audio()
+
+
 MARKDOWN_REPLY = ("**Sure!** Here is how:\n\n1. Open the [garden app](https://example.com/garden?id=42)."
                   "\n2. Press `start` 🚀\n\n## Tip\n- water *before* 9am 🌱\n")
 

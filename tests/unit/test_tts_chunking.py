@@ -29,12 +29,16 @@ def provider(clock: Clock, seconds: float, rtf: float, ttfb: float = 0.1) -> Ite
         clock.now += 0.1 * rtf
 
 
-def play(clock: Clock, seconds: float, rtf: float) -> tuple[list[int], float]:
-    """Chunk sizes, and the longest silence a listener playing them as they come would hear."""
+def play(clock: Clock, seconds: float, rtf: float,
+         busy_s: float | None = None) -> tuple[list[int], float]:
+    """Chunk sizes, and the longest silence a listener playing them as they come would hear
+    (``busy_s``: the listener first plays that much of earlier sentences' audio)."""
     sizes: list[int] = []
-    playing_until: float | None = None
+    playing_until: float | None = None if busy_s is None else clock.now + busy_s
     worst_gap = 0.0
-    for chunk in rechunk(provider(clock, seconds, rtf), clock=clock, rate=RATE):
+    busy_until = None if busy_s is None else clock.now + busy_s
+    for chunk in rechunk(provider(clock, seconds, rtf), clock=clock, rate=RATE,
+                         busy_until=busy_until):
         sizes.append(len(chunk))
         if playing_until is None:
             playing_until = clock.now
@@ -74,3 +78,19 @@ def test_odd_bytes_wait_for_their_sample() -> None:
     assert out[0] == b"\x00" * 640
     assert all(len(c) % 2 == 0 for c in out)
     assert b"".join(out) == b"\x00" * 641 + b"\x01" + b"\x00" * 2  # a lone last byte is no sample
+
+
+@pytest.mark.parametrize("rtf", [0.25, 0.5, 1.0])
+def test_a_later_sentence_heard_after_audio_in_hand_starts_with_a_large_chunk(rtf: float) -> None:
+    alone, _ = play(Clock(), seconds=4.0, rtf=rtf)
+    sizes, worst_gap = play(Clock(), seconds=4.0, rtf=rtf, busy_s=2.0)
+    assert sum(sizes) == 40 * PIECE
+    assert worst_gap <= 0.1 * rtf + 1e-9  # never more than the wait for a piece
+    if rtf < 1.0:  # a provider faster than real time: fewer, larger chunks
+        assert sizes[0] >= RATE * 2 * 1.0 - PIECE  # about half the 2 s in hand
+        assert len(sizes) < len(alone)
+
+
+def test_less_in_hand_than_the_low_water_counts_as_none() -> None:
+    sizes, _ = play(Clock(), seconds=2.0, rtf=0.25, busy_s=0.05)
+    assert sizes == play(Clock(), seconds=2.0, rtf=0.25)[0]  # the first piece out at once

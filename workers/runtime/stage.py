@@ -39,8 +39,10 @@ class Stage:
         self.task_id = task_id
         #: Only this job's newest delivery may write; a stale one is stopped (``Fenced``).
         self.fence = Fence(rt.keys.deliveries(task_id), attempt) if task_id else None
-        #: For a TTS job: whether its sentence was already spoken (read by ``begin``).
+        #: For a TTS job: whether its sentence was already spoken, and until when (monotonic
+        #: clock) the listener has the turn's earlier audio to play (read by ``begin``).
         self.sentence_spoken = False
+        self.listener_busy_until: float | None = None
         self.log = log.bind(turn_id=spec.turn_id, session_id=spec.session_id,
                             device=spec.device, queue=queue, attempt=attempt)
 
@@ -101,17 +103,19 @@ class Stage:
 
     def emit_or_stop(self, type: EventType, data: Mapping[str, Any] | None = None,
                      pcm: bytes | None = None,
-                     before: Sequence[tuple[EventType, Mapping[str, Any]]] = ()) -> bool:
+                     before: Sequence[tuple[EventType, Mapping[str, Any]]] = (),
+                     audio_end: tuple[int, int] | None = None) -> bool:
         """Append an event and return True; or, when the turn has ended, was cancelled or is
         past its deadline, write nothing, end it if it is not (as ``should_stop``) and return
         False. One round trip, the check included: for the work that emits all along.
-        ``before``: events appended just before it, in the same round trip."""
+        ``before``: events appended just before it, in the same round trip; ``audio_end``:
+        see ``TurnStore.emit_unless_stopped``."""
         if self.remaining() <= 0:
             self.should_stop()  # ends the turn (timeout, unless it ended otherwise first)
             return False
         earlier = [TurnEvent(type=t, turn_id=self.turn_id, data=dict(d)) for t, d in before]
         outcome = self.rt.store.emit_unless_stopped(self.turn_id, type, data, pcm, self.fence,
-                                                    before=earlier)
+                                                    before=earlier, audio_end=audio_end)
         if outcome == "cancelled":
             self.rt.store.finish(self.spec, "cancelled")
         return outcome == "emitted"
@@ -138,7 +142,8 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
 
     One round trip to Redis: the spec, the delivery count (this attempt's fence), the end and
     cancel flags, the job's done marker and, given a ``sentence``, whether it was already
-    spoken (``Stage.sentence_spoken``).
+    spoken (``Stage.sentence_spoken``) and how much of the turn's audio the listener has yet
+    to play before it (``Stage.listener_busy_until``).
     """
     started = time.time()
     rt = runtime_of(task)
@@ -152,6 +157,8 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
     pipe.exists(k.job_done(task_id))
     if sentence is not None:
         pipe.sismember(k.tts_done(job.turn_id), str(sentence))
+        if sentence > 0:
+            rt.store.audio_ahead_in(pipe, job.turn_id, sentence)
     raw_spec, attempt, _, flags, done, *spoken = pipe.execute()
     if raw_spec is None:
         log.warning("turn not found; dropping task", turn_id=job.turn_id, queue=queue)
@@ -159,7 +166,11 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
     spec = TurnSpec.model_validate_json(raw_spec)
     stage = Stage(rt, spec, queue, int(attempt), started_at=started,
                   worker=task.request.hostname or "", task_id=task_id)
-    stage.sentence_spoken = bool(spoken and spoken[0])
+    if spoken:
+        stage.sentence_spoken = bool(spoken[0])
+        if len(spoken) == 3:
+            ahead = rt.store.audio_ahead(spoken[1], spoken[2])
+            stage.listener_busy_until = time.monotonic() + ahead if ahead > 0 else None
     structlog.contextvars.bind_contextvars(session_id=spec.session_id, device=spec.device)
     if done:
         stage.log.info("job already done; skipping this copy")

@@ -5,6 +5,10 @@ less CPU per turn. But the listener must never run dry: the first chunk goes out
 later chunk may be twice as large as the one before (up to ``max_bytes``), and whatever has
 arrived goes out early when the listener has less than ``low_water_s`` of audio left to play
 (a provider that is barely faster than real time gets small chunks; a fast one gets large ones).
+
+A later sentence of a reply is heard after the ones before it: when the listener still has
+their audio to play (``busy_until``), its first chunk need not be small. It may hold half that
+time's worth of audio, and the low-water rule holds from its first byte.
 """
 
 from __future__ import annotations
@@ -23,27 +27,30 @@ LOW_WATER_S = 0.15
 def rechunk(chunks: Iterable[bytes], *, first: int = FIRST_CHUNK_BYTES,
             size: int = NEXT_CHUNK_BYTES, max_bytes: int = MAX_CHUNK_BYTES,
             low_water_s: float = LOW_WATER_S, rate: int = SAMPLE_RATE,
-            clock: Callable[[], float] = time.monotonic) -> Iterator[bytes]:
-    """Whole 16-bit samples: ``first`` bytes or more, then growing chunks (see module doc)."""
+            clock: Callable[[], float] = time.monotonic,
+            busy_until: float | None = None) -> Iterator[bytes]:
+    """Whole 16-bit samples: ``first`` bytes or more, then growing chunks (see module doc).
+    ``busy_until``: when (``clock``) the listener will have played the audio before this."""
     carry = b""
     want = first
-    started: float | None = None  # when the first chunk went out (playback starts about then)
-    sent_s = 0.0  # seconds of audio sent so far
+    #: When the listener will have played everything sent (None: nothing to play yet).
+    played_by: float | None = None
+    if busy_until is not None and busy_until - clock() > low_water_s:
+        played_by = busy_until
+        half = int((busy_until - clock()) / 2 * rate) * 2
+        want = min(max_bytes, max(size, half))
     for chunk in chunks:
         carry += chunk
         whole = len(carry) - len(carry) % 2
         if not whole:
             continue
-        running_dry = started is not None and started + sent_s - clock() < low_water_s
+        now = clock()
+        running_dry = played_by is not None and played_by - now < low_water_s
         if whole >= want or running_dry:
             yield carry[:whole]
             carry = carry[whole:]
-            if started is None:
-                started = clock()
-                want = size
-            else:
-                want = min(max_bytes, want * 2)
-            sent_s += whole / 2 / rate
+            want = size if want < size else min(max_bytes, want * 2)
+            played_by = max(played_by or now, now) + whole / 2 / rate
     whole = len(carry) - len(carry) % 2
     if whole:
         yield carry[:whole]

@@ -61,14 +61,16 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
         with span("tts.stream", seq=tjob.seq, provider=synth.name):
             chunks = rechunk(synth.stream(said, deadline=stage.spec.deadline,
                                           previous_text=previous)
-                             if said.strip() else ())  # nothing to say: emoji only
+                             if said.strip() else (),  # nothing to say: emoji only
+                             busy_until=stage.listener_busy_until)
             for idx, pcm in enumerate(chunks):
                 if ttfb_ms is None:
                     ttfb_ms = round((time.time() - started) * 1000, 2)
                 # Each write checks for barge-in, cancellation and the deadline: stop then.
                 if not stage.emit_or_stop("tts-chunk", {
                         "seq": tjob.seq, "idx": idx, "attempt": stage.attempt,
-                        "offset": n_bytes, "bytes": len(pcm)}, pcm=pcm, before=start):
+                        "offset": n_bytes, "bytes": len(pcm)}, pcm=pcm, before=start,
+                        audio_end=(tjob.seq, n_bytes + len(pcm))):
                     return
                 start = []
                 n_bytes += len(pcm)
