@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from workers.tts.chunking import FIRST_CHUNK_BYTES, MAX_CHUNK_BYTES, rechunk
+from workers.tts.chunking import FIRST_CHUNK_BYTES, MAX_CHUNK_BYTES, READ_PAUSE_S, rechunk
 
 RATE = 16000
 PIECE = 3200  # the provider sends 100 ms of audio at a time
@@ -94,3 +94,53 @@ def test_a_later_sentence_heard_after_audio_in_hand_starts_with_a_large_chunk(rt
 def test_less_in_hand_than_the_low_water_counts_as_none() -> None:
     sizes, _ = play(Clock(), seconds=2.0, rtf=0.25, busy_s=0.05)
     assert sizes == play(Clock(), seconds=2.0, rtf=0.25)[0]  # the first piece out at once
+
+
+class Stream:
+    """A network stream: 100 ms pieces arriving ``rtf`` × 0.1 s apart after ``ttfb``, whether
+    read or not. A read finding nothing there blocks until the next piece: a wake-up."""
+
+    def __init__(self, clock: Clock, seconds: float, rtf: float, ttfb: float = 0.1) -> None:
+        self.clock = clock
+        self.arrivals = [clock.now + ttfb + i * 0.1 * rtf for i in range(int(seconds * 10))]
+        self.wakeups = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        for at in self.arrivals:
+            if at > self.clock.now:
+                self.wakeups += 1
+                self.clock.now = at
+            yield b"\x01\x00" * (PIECE // 2)
+
+
+def read(seconds: float, rtf: float, pause: bool) -> tuple[Stream, list[int], float, float]:
+    """Stream, chunk sizes, worst silence at the listener, and when the end was seen."""
+    clock = Clock()
+    stream = Stream(clock, seconds, rtf)
+
+    def sleep(s: float) -> None:
+        clock.now += s
+        stream.wakeups += 1  # the end of a pause wakes the reader too
+
+    sizes: list[int] = []
+    playing_until: float | None = None
+    worst_gap = 0.0
+    for chunk in rechunk(stream, clock=clock, rate=RATE, sleep=sleep if pause else None):
+        sizes.append(len(chunk))
+        if playing_until is None:
+            playing_until = clock.now
+        worst_gap = max(worst_gap, clock.now - playing_until)
+        playing_until = max(playing_until, clock.now) + len(chunk) / 2 / RATE
+    return stream, sizes, worst_gap, clock.now
+
+
+@pytest.mark.parametrize("rtf", [0.25, 0.5, 1.0])
+def test_a_network_stream_is_read_in_fewer_wakeups_without_a_gap(rtf: float) -> None:
+    each, each_sizes, _, each_end = read(6.0, rtf, pause=False)
+    batched, sizes, worst_gap, end = read(6.0, rtf, pause=True)
+    assert sum(sizes) == sum(each_sizes) == 60 * PIECE
+    assert worst_gap <= 0.1 * rtf + 1e-9  # never more than the wait for a piece
+    assert end - each_end <= READ_PAUSE_S + 1e-9  # the stream's end seen a little later
+    assert each.wakeups == 60
+    if rtf < 1.0:  # pieces come faster than they play: several are read per wake-up
+        assert batched.wakeups <= 0.65 * each.wakeups, (batched.wakeups, each.wakeups)

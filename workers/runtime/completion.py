@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from voxqueue.contracts import TurnSpec
+from voxqueue.contracts import TurnEvent, TurnSpec
 from voxqueue.effects import Fence
+from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.resources import Runtime
 
 # KEYS: turn hash, marker key. ARGV: ttl.
@@ -35,11 +36,16 @@ else redis.call('hset', KEYS[1], 'tts_status', ARGV[1]) end
 return {tonumber(sent), redis.call('scard', KEYS[2]), redis.call('hget', KEYS[1], 'tts_status')}
 """
 
-# KEYS: turn hash, done set, the job's fence ('' if none), its done marker ('' if none).
-# ARGV: seq, ttl, attempt. Returns {total or -1, done, status or ''}, or {-2, 0, ''} and writes
-# nothing when a newer delivery of the job owns it (the fence holds another attempt).
+# KEYS: turn hash, done set, the job's fence ('' if none), its done marker ('' if none), the
+# turn's event stream and ended flag (only with an event).
+# ARGV: seq, ttl, attempt, then an event to append first (JSON) and the stream's cap.
+# Returns {total or -1, done, status or ''}, or {-2, 0, ''} and writes nothing when a newer
+# delivery of the job owns it (the fence holds another attempt).
 _DONE = """
 if KEYS[3] ~= '' and redis.call('get', KEYS[3]) ~= ARGV[3] then return {-2, 0, ''} end
+if KEYS[5] and redis.call('exists', KEYS[6]) == 0 then
+  redis.call('xadd', KEYS[5], 'MAXLEN', '~', ARGV[5], '*', 'e', ARGV[4])
+end
 redis.call('sadd', KEYS[2], ARGV[1])
 redis.call('expire', KEYS[2], ARGV[2])
 if KEYS[4] ~= '' then redis.call('set', KEYS[4], '1', 'EX', ARGV[2]) end
@@ -76,14 +82,18 @@ def close(rt: Runtime, spec: TurnSpec, end_status: str = "ok") -> None:
 
 
 def sentence_done(rt: Runtime, spec: TurnSpec, seq: int, *, fence: Fence | None = None,
-                  job_done: str | None = None) -> bool:
+                  job_done: str | None = None, event: TurnEvent | None = None) -> bool:
     """Sentence ``seq`` is spoken (or will never be): end the turn if it was the last. With a
     ``fence``, only while that attempt is still the job's newest (False, nothing written,
-    otherwise); ``job_done``, the job's done marker, is set in the same step."""
+    otherwise); ``job_done``, the job's done marker, is set in the same step, and ``event``
+    (``tts-end``) appended just before, unless the turn has ended."""
     keys = [rt.keys.turn(spec.turn_id), rt.keys.tts_done(spec.turn_id),
             fence.key if fence else "", job_done or ""]
-    total, done, status = rt.script(_DONE)(
-        keys=keys, args=[seq, rt.settings.turn_ttl_s, fence.attempt if fence else 0])
+    args: list[Any] = [seq, rt.settings.turn_ttl_s, fence.attempt if fence else 0]
+    if event is not None:
+        keys += [rt.keys.events(spec.turn_id), rt.keys.ended(spec.turn_id)]
+        args += [event.model_dump_json(), STREAM_MAXLEN]
+    total, done, status = rt.script(_DONE)(keys=keys, args=args)
     if int(total) == -2:
         return False
     _finish_if_complete(rt, spec, int(total), int(done), status)

@@ -9,6 +9,12 @@ arrived goes out early when the listener has less than ``low_water_s`` of audio 
 A later sentence of a reply is heard after the ones before it: when the listener still has
 their audio to play (``busy_until``), its first chunk need not be small. It may hold half that
 time's worth of audio, and the low-water rule holds from its first byte.
+
+A streaming provider sends a piece every few tens of milliseconds, and each piece read on its
+own wakes the reading thread. When the audio arrives by itself (a network stream, ``sleep``
+given), a read that had to wait for its piece is followed by a pause of up to ``READ_PAUSE_S``
+while the listener has enough in hand, and what piled up meanwhile is read at once: fewer
+wake-ups, the same audio, the stream's end seen at most that much later.
 """
 
 from __future__ import annotations
@@ -22,15 +28,22 @@ FIRST_CHUNK_BYTES = 640  # 20 ms of 16 kHz 16-bit audio
 NEXT_CHUNK_BYTES = 8000  # 250 ms, doubled after every chunk
 MAX_CHUNK_BYTES = 64000  # 2 s
 LOW_WATER_S = 0.15
+#: The longest wait before a read of a network stream, and the shortest worth taking.
+READ_PAUSE_S = 0.2
+MIN_READ_PAUSE_S = 0.01
+#: A read that took this long waited for its piece (a piece already there comes at once).
+BLOCKED_READ_S = 0.002
 
 
 def rechunk(chunks: Iterable[bytes], *, first: int = FIRST_CHUNK_BYTES,
             size: int = NEXT_CHUNK_BYTES, max_bytes: int = MAX_CHUNK_BYTES,
             low_water_s: float = LOW_WATER_S, rate: int = SAMPLE_RATE,
             clock: Callable[[], float] = time.monotonic,
-            busy_until: float | None = None) -> Iterator[bytes]:
+            busy_until: float | None = None,
+            sleep: Callable[[float], None] | None = None) -> Iterator[bytes]:
     """Whole 16-bit samples: ``first`` bytes or more, then growing chunks (see module doc).
-    ``busy_until``: when (``clock``) the listener will have played the audio before this."""
+    ``busy_until``: when (``clock``) the listener will have played the audio before this;
+    ``sleep``: wait before reads (for audio that arrives by itself)."""
     carry = b""
     want = first
     #: When the listener will have played everything sent (None: nothing to play yet).
@@ -39,7 +52,19 @@ def rechunk(chunks: Iterable[bytes], *, first: int = FIRST_CHUNK_BYTES,
         played_by = busy_until
         half = int((busy_until - clock()) / 2 * rate) * 2
         want = min(max_bytes, max(size, half))
-    for chunk in chunks:
+    source = iter(chunks)
+    blocked = True  # whether the last read waited for its piece (one that did not was there)
+    while True:
+        if sleep is not None and played_by is not None and blocked:
+            # Half the time the listener can wait, at most READ_PAUSE_S: pieces pile up.
+            pause = min(READ_PAUSE_S, (played_by - clock() - low_water_s) / 2)
+            if pause >= MIN_READ_PAUSE_S:
+                sleep(pause)
+        asked = clock()
+        chunk = next(source, None)
+        if chunk is None:
+            break
+        blocked = clock() - asked >= BLOCKED_READ_S
         carry += chunk
         whole = len(carry) - len(carry) % 2
         if not whole:

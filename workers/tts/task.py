@@ -8,7 +8,7 @@ from typing import Any
 from celery import Task
 
 from voxqueue.celery_config import TIME_LIMITS, TTS_SPEAK
-from voxqueue.contracts import ErrorCode, EventType, TtsJob
+from voxqueue.contracts import ErrorCode, EventType, TtsJob, TurnEvent
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
 from voxqueue.spoken import for_speech
@@ -27,21 +27,24 @@ def speak(self: Task, job: dict[str, Any]) -> None:
     stage = begin(self, tjob, "tts", sentence=tjob.seq)
     if stage is None:
         return
+    end: TurnEvent | None = None
     try:
         with ending.guard(stage):
             if not stage.sentence_spoken:
-                _speak(stage, tjob)
+                end = _speak(stage, tjob)
     finally:
         # Spoken, failed or skipped, the sentence counts as done, so nothing waits for it, and
-        # this job is done, in one step (a copy of the job that a newer delivery superseded
-        # leaves both to the newer one).
+        # this job is done, in one step with its tts-end (a copy of the job that a newer
+        # delivery superseded leaves all to the newer one).
         if completion.sentence_done(stage.rt, stage.spec, tjob.seq, fence=stage.fence,
                                     job_done=stage.rt.keys.job_done(stage.task_id)
-                                    if stage.task_id else None):
+                                    if stage.task_id else None, event=end):
             stage.crash_point("tts.after-done")
 
 
-def _speak(stage: Stage, tjob: TtsJob) -> None:
+def _speak(stage: Stage, tjob: TtsJob) -> TurnEvent | None:
+    """Stream the sentence's audio; its ``tts-end`` event when it was all spoken (written with
+    the sentence's done mark), else None."""
     rt = stage.rt
     started = time.time()
     # Announced with the first audio, in its round trip (or before the end, when none comes).
@@ -62,7 +65,8 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
             chunks = rechunk(synth.stream(said, deadline=stage.spec.deadline,
                                           previous_text=previous)
                              if said.strip() else (),  # nothing to say: emoji only
-                             busy_until=stage.listener_busy_until)
+                             busy_until=stage.listener_busy_until,
+                             sleep=time.sleep if synth.arrives_by_itself else None)
             for idx, pcm in enumerate(chunks):
                 if ttfb_ms is None:
                     ttfb_ms = round((time.time() - started) * 1000, 2)
@@ -71,7 +75,7 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
                         "seq": tjob.seq, "idx": idx, "attempt": stage.attempt,
                         "offset": n_bytes, "bytes": len(pcm)}, pcm=pcm, before=start,
                         audio_end=(tjob.seq, n_bytes + len(pcm))):
-                    return
+                    return None
                 start = []
                 n_bytes += len(pcm)
                 if idx == 0:
@@ -82,11 +86,12 @@ def _speak(stage: Stage, tjob: TtsJob) -> None:
         # A short apology (if the voice works again: a second failure ends the turn), and this
         # sentence counts as done: it will not be spoken, so nothing waits for it.
         ending.fail(stage, code, str(exc))
-        return
+        return None
     _announce(stage, start)
     stage.crash_point("tts.after-stream")
-    stage.emit("tts-end", {"seq": tjob.seq, "ms": round((time.time() - started) * 1000, 2),
-                           "ttfb_ms": ttfb_ms, "bytes": n_bytes, "provider": synth.name})
+    return TurnEvent(type="tts-end", turn_id=stage.turn_id, data={
+        "seq": tjob.seq, "ms": round((time.time() - started) * 1000, 2), "ttfb_ms": ttfb_ms,
+        "bytes": n_bytes, "provider": synth.name})
 
 
 def _announce(stage: Stage, start: list[tuple[EventType, dict[str, Any]]]) -> None:

@@ -14,6 +14,9 @@ class Synthesizer(Protocol):
     name: str
     reading: Reading
     """What the engine reads right by itself: digits (ElevenLabs) or only words (Piper)."""
+    arrives_by_itself: bool
+    """True for a network stream (ElevenLabs): the audio comes whether it is read or not, so
+    a read may wait for several pieces. False where reading drives the synthesis (Piper)."""
 
     def stream(self, text: str, *, deadline: float,
                previous_text: str | None = None) -> Iterator[bytes]:

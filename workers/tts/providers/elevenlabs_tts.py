@@ -20,6 +20,7 @@ from workers.runtime.retry import ProviderError, call_with_retry, retry_after_se
 class ElevenLabsSynthesizer:
     name = "elevenlabs"
     reading = Reading.DIGITS
+    arrives_by_itself = True
 
     def __init__(self, settings: Settings) -> None:
         from elevenlabs.client import ElevenLabs

@@ -36,6 +36,7 @@ def voice_path(settings: Settings) -> Path:
 class PiperSynthesizer:
     name = "piper"
     reading = Reading.WORDS
+    arrives_by_itself = False
 
     def __init__(self, settings: Settings) -> None:
         from piper import PiperVoice
