@@ -61,3 +61,48 @@ def test_the_reply_is_cut_from_what_will_be_said(rt):
         assert said == ["Sure! Here is how.", "Open the garden app.", "Press start."]
     else:  # the model's text, markup and all
         assert "**Sure!**" in said[0] and any("garden app](https://" in s for s in said)
+
+
+LONG = ("This first sentence is long enough to give the listener some seconds of speech to hear. "
+        "Then more words follow here, one by one, as a model streams them to us. And the end.")
+
+
+def test_reads_pause_only_once_a_sentence_is_out_and_while_the_listener_has_enough(rt):
+    now = time.time()
+    spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id="s", input="text", text="long?",
+                    created_at=now, deadline=now + 30, speak=True)
+    rt.store.create(spec)
+    speaker = Speaker(Stage(rt, spec, "agent", 1), step=1)
+    clock = [1000.0]
+    slept: list[float] = []
+    speaker.clock = lambda: clock[0]  # type: ignore[method-assign]
+
+    def sleep(s: float) -> None:
+        slept.append(s)
+        clock[0] += s
+
+    speaker.sleep = sleep  # type: ignore[method-assign]
+    words = [w + " " for w in LONG.split()]
+    first_end = next(i for i, w in enumerate(words) if w.endswith(". "))
+
+    def token(word: str, gap: float) -> None:
+        clock[0] += gap  # the read waited this long for the token
+        speaker.on_text(word)
+
+    for word in words[:first_end]:
+        token(word, 0.02)
+    assert slept == []  # nothing is heard yet: every token is read as it comes
+    for word in words[first_end:first_end + 3]:  # tokens already there when read
+        token(word, 0.0)
+    assert len(sent_jobs(rt)) == 1  # the first sentence is out: the listener has ~4 s
+    assert slept == []  # a read that did not wait is not followed by a pause
+    for word in words[first_end + 3:first_end + 7]:
+        token(word, 0.02)
+    assert len(slept) == 4 and max(slept) <= 0.2  # each read that waited: a pause
+    clock[0] += 10.0  # the listener has heard all it was sent
+    before = len(slept)
+    for word in words[first_end + 8:]:
+        token(word, 0.02)
+    assert len(slept) == before  # no pause when the next sentence is needed soon
+    speaker.finish(LONG)
+    assert [j.text for j in sent_jobs(rt)] == speaker.sentences

@@ -14,10 +14,29 @@ from workers.runtime.stage import Stage
 
 #: How often a streaming answer checks for cancellation, barge-in and the deadline (seconds).
 STOP_CHECK_S = 0.1
+#: Speech per character at the quick end (about 20 characters a second): what the sentences
+#: sent so far last at least.
+SPEECH_S_PER_CHAR = 0.05
+#: What a sentence sent now needs before its audio reaches the listener, with room to spare.
+NEXT_AUDIO_S = 0.6
+#: The longest pause between two reads of the model's stream, once a sentence is out; and a
+#: read that took this long waited for its token (one already there comes at once).
+READ_PAUSE_S = 0.2
+BLOCKED_READ_S = 0.002
 
 
 class Speaker:
-    """Sends one step's reply text to the ``tts`` queue sentence by sentence."""
+    """Sends one step's reply text to the ``tts`` queue sentence by sentence.
+
+    Tokens that each wait for the network wake the worker once each. Once a sentence is out
+    and the listener has audio in hand for a while (its length at a quick speaking rate, since
+    it was sent), a token that had to be waited for is followed by a pause of up to
+    ``READ_PAUSE_S``, and the tokens that pile up meanwhile are read at once: fewer wake-ups,
+    and no sentence later than the listener needs it.
+    """
+
+    clock = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
 
     def __init__(self, stage: Stage, step: int) -> None:
         self.stage = stage
@@ -33,13 +52,17 @@ class Speaker:
         self.previous: str | None = None
         self.streamed = False
         self._held: list[str] = []
-        self._checked = time.monotonic()
+        self._checked = self.clock()
+        self._first_sent_at: float | None = None
+        self._speech_s = 0.0  # the sentences sent, at a quick speaking rate
+        self._returned_at: float | None = None
 
     def on_text(self, delta: str) -> None:
         """Feed streamed text; whole sentences are sent at once. Raises ``StreamStopped`` when
         the turn was cancelled or passed its deadline, which ends the model's stream."""
         self.streamed = True
-        now = time.monotonic()
+        now = self.clock()
+        waited = self._returned_at is not None and now - self._returned_at >= BLOCKED_READ_S
         if now - self._checked >= STOP_CHECK_S:
             self._checked = now
             if self.stage.should_stop():
@@ -50,6 +73,18 @@ class Speaker:
                 self.say(sentence)
         else:  # the sequential design: hold every sentence until the reply is complete
             self._held.extend(sentences)
+        if waited:
+            self._pause()
+        self._returned_at = self.clock()
+
+    def _pause(self) -> None:
+        """Let the model's next tokens pile up while the listener has enough to hear."""
+        if self._first_sent_at is None:
+            return
+        in_hand = self._first_sent_at + self._speech_s - self.clock()
+        pause = min(READ_PAUSE_S, in_hand - NEXT_AUDIO_S, self.stage.remaining() - 1)
+        if pause >= 0.01:
+            self.sleep(pause)
 
     def finish(self, full_text: str) -> None:
         """The step's answer is complete: send what is left (all of it, if nothing streamed)."""
@@ -77,6 +112,9 @@ class Speaker:
         self.sentences.append(sentence)
         seq, _new, sent = completion.allocate(stage.rt, stage.turn_id, name)
         previous, self.previous = self.previous, sentence
+        if self._first_sent_at is None:
+            self._first_sent_at = self.clock()
+        self._speech_s += len(sentence) * SPEECH_S_PER_CHAR
         if not sent:
             handoff.send(stage.rt, TtsJob(turn_id=stage.turn_id, seq=seq, text=sentence,
                               previous_text=previous, enqueued_at=time.time()))
