@@ -46,12 +46,17 @@ def sent_jobs(rt: Runtime) -> list[TtsJob]:
     return jobs
 
 
-def test_the_reply_is_cut_from_what_will_be_said(rt):
+def new_speaker(rt: Runtime) -> Speaker:
+    """The speaker of step 1 of a new spoken turn."""
     now = time.time()
     spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id="s", input="text", text="how?",
                     created_at=now, deadline=now + 30, speak=True)
     rt.store.create(spec)
-    speaker = Speaker(Stage(rt, spec, "agent", 1), step=1)
+    return Speaker(Stage(rt, spec, "agent", 1), step=1)
+
+
+def test_the_reply_is_cut_from_what_will_be_said(rt):
+    speaker = new_speaker(rt)
     for i in range(0, len(REPLY), 5):  # streamed as a model streams it
         speaker.on_text(REPLY[i:i + 5])
     speaker.finish(REPLY)
@@ -68,11 +73,7 @@ LONG = ("This first sentence is long enough to give the listener some seconds of
 
 
 def test_reads_pause_only_once_a_sentence_is_out_and_while_the_listener_has_enough(rt):
-    now = time.time()
-    spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id="s", input="text", text="long?",
-                    created_at=now, deadline=now + 30, speak=True)
-    rt.store.create(spec)
-    speaker = Speaker(Stage(rt, spec, "agent", 1), step=1)
+    speaker = new_speaker(rt)
     clock = [1000.0]
     slept: list[float] = []
     speaker.clock = lambda: clock[0]  # type: ignore[method-assign]
