@@ -58,13 +58,20 @@ MARKDOWN_REPLY = ("**Sure!** Here is how:\n\n1. Open the [garden app](https://ex
 def test_a_markdown_reply_is_spoken_as_plain_sentences_and_kept_as_written(client, fake):
     fake.set_profile(llm_tokens_per_s=200)
     fake.script_chat({"match": "garden", "content": MARKDOWN_REPLY})
-    result = client.ask("how do I water the garden", session="markdown").wait(timeout=60)
+    turn = client.ask("how do I water the garden", session="markdown")
+    result = turn.wait(timeout=60)
     assert result.status == "ok", result.error
     assert result.reply == MARKDOWN_REPLY.strip()  # events and history keep the model's text
+    # Each list item is a sentence of its own; no markup, URL or emoji reaches the voice. The
+    # sentences are synthesized in parallel, so the voice may be asked in any order; they are
+    # heard in their turn's order (seq).
+    spoken = ["Sure! Here is how.", "Open the garden app.", "Press start.",
+              "Tip. Water before 9am."]
     said = [r["json"]["text"] for r in fake.requests_for("tts")]
-    # Each list item is a sentence of its own; no markup, URL or emoji reaches the voice.
-    assert said == ["Sure! Here is how.", "Open the garden app.", "Press start.",
-                    "Tip. Water before 9am."], said
+    assert sorted(said) == sorted(spoken), said
+    starts = sorted((e.event.data["seq"], e.event.data["text"]) for e in turn._entries
+                    if e.event.type == "tts-start")
+    assert [text for _seq, text in starts] == spoken, starts
     history = Sessions(client.redis, client.keys, client.settings).history("markdown") or []
     assert history[-1]["content"] == MARKDOWN_REPLY.strip()
 
