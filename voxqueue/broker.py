@@ -7,12 +7,8 @@ still in it, waiting for a busy interpreter) loses the message: it is in no queu
 set. A channel that consumes one queue (every worker ``voxqueue up``, compose and Kubernetes
 run) takes it with ``BLMOVE queue inflight`` instead: Redis moves it, atomically, into a list
 of that channel's own, and moves it from there into ``unacked`` in one transaction. The channel
-marks itself alive every quarter lease (a timer of the event loop, so also while it waits); a
-list whose channel stopped doing so for a lease is put back in its queue by any worker
-(:func:`return_orphans`, run with kombu's restore sweep).
-
-**Waiting.** A take waits up to ``BLOCK_S`` for a message (kombu's default, 1 s, woke every idle
-worker process each second to ask again). A channel on
+marks itself alive at each take; a list whose channel stopped doing so for a lease is put back
+in its queue by any worker (:func:`return_orphans`, run with kombu's restore sweep). A channel on
 several queues keeps kombu's ``BRPOP`` (one ``BLMOVE`` waits on one list only).
 
 **Reconnection.** When the broker connection drops, a channel already released by its
@@ -26,7 +22,6 @@ timeout; every stage is idempotent, so running it again only finds its turn alre
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import socket
@@ -58,9 +53,6 @@ redis.call('srem', KEYS[4], KEYS[1])
 return n
 """
 
-
-#: Seconds a worker's take waits for a message before it asks again.
-BLOCK_S = 5
 
 #: Prefix of the keys that give one process the turn to sweep (see :func:`take_sweep_turn`).
 _SWEEP_TURN = "_voxqueue.sweep."
@@ -197,16 +189,10 @@ class Channel(kombu_redis.Channel):
             self._in_poll = None  # type: ignore[assignment]
             self._flush_brpop_reauth()
 
-    def keep_alive(self) -> None:
-        """Mark this channel's in-flight list alive now, if it takes into one."""
-        if self._inflight_queue is not None:
-            self._keep_alive(inflight_key(self._inflight_queue, self._channel_id), force=True)
-
-    def _keep_alive(self, key: str, force: bool = False) -> None:
-        """Mark this channel's in-flight list alive for a lease (at most every quarter lease,
-        unless forced)."""
+    def _keep_alive(self, key: str) -> None:
+        """Mark this channel's in-flight list alive for a lease (at most every quarter lease)."""
         now = monotonic()
-        if not force and now - self._alive_at < self.lease_s / 4:
+        if now - self._alive_at < self.lease_s / 4:
             return
         try:
             with self.conn_or_acquire() as client:
@@ -221,20 +207,3 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
-    brpop_timeout = BLOCK_S
-
-    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
-        """kombu's timers, and one marking every in-flight list alive each quarter lease."""
-        super().register_with_event_loop(connection, loop)
-        cycle: Any = self.cycle
-        if (old := getattr(cycle, "_voxqueue_alive_tref", None)) is not None:
-            old.cancel()  # a reconnection registers again
-        lease = float(connection.client.transport_options.get("visibility_timeout", 3600))
-
-        def keep_alive() -> None:
-            for channel in list(cycle._channels):
-                # Redis away: the lease runs out, and the list is put back in its queue.
-                with contextlib.suppress(*channel.connection_errors):
-                    channel.keep_alive()
-
-        cycle._voxqueue_alive_tref = loop.call_repeatedly(lease / 4, keep_alive)

@@ -10,9 +10,8 @@ from collections.abc import Iterator
 import pytest
 import redis
 from kombu import Connection, Consumer, Exchange, Queue
-from kombu.asynchronous import Hub
 
-from voxqueue.broker import BLOCK_S, INFLIGHT_INDEX, inflight_key, return_orphans
+from voxqueue.broker import INFLIGHT_INDEX, inflight_key, return_orphans
 
 DB = 13
 LEASE_S = 0.6
@@ -68,29 +67,3 @@ def test_a_message_moved_by_a_taker_that_died_comes_back_after_a_lease(url):
     assert return_orphans(r) == 1
     assert r.llen(queue.name) == 1 and not r.exists(key)
     assert not r.smembers(INFLIGHT_INDEX)
-
-
-def test_a_channel_waiting_for_a_message_stays_alive_and_takes_one_that_comes(url):
-    """A take waits BLOCK_S, far longer than this lease: the event loop's timer keeps the
-    channel's in-flight list alive meanwhile, so no sweep takes it for a dead one's."""
-    assert BLOCK_S > 3 * LEASE_S
-    queue = Queue(f"q-{uuid.uuid4().hex[:6]}", Exchange("x", type="direct"), routing_key="k")
-    r = redis.Redis.from_url(url)
-    got = []
-    hub = Hub()
-    with connect(url) as conn, Consumer(conn, [queue], callbacks=[lambda b, m: got.append(m)],
-                                        accept=["json"]):
-        conn.register_with_event_loop(hub)
-        key = inflight_key(queue.name, conn.default_channel._channel_id)
-        until = time.monotonic() + 4 * LEASE_S
-        while time.monotonic() < until:
-            hub.run_once()
-            assert r.exists(f"{key}.alive"), "the list's channel counted dead while it waits"
-            assert return_orphans(r) == 0
-        publish(url, queue, {"n": 3})
-        until = time.monotonic() + BLOCK_S + 2
-        while not got and time.monotonic() < until:
-            hub.run_once()
-        assert [m.payload for m in got] == [{"n": 3}]
-        got[0].ack()
-    hub.close()
