@@ -15,7 +15,8 @@ profile) in a process of their own. In one run:
 
 ``--profile DIR``: py-spy samples every process of ours while idle (in DIR/idle) and during the
 turns (raw collapsed stacks in DIR, a flame-graph input; keep DIR out of the repository) and a
-summary of each one's own time is printed. (Profiling costs CPU: the figures of a profiled run are not the table's.)
+summary of each one's own time is printed. (Profiling costs CPU: the figures of a profiled run
+are not the table's.)
 """
 
 from __future__ import annotations
