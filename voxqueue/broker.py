@@ -11,6 +11,15 @@ marks itself alive at each take; a list whose channel stopped doing so for a lea
 in its queue by any worker (:func:`return_orphans`, run with kombu's restore sweep). A channel on
 several queues keeps kombu's ``BRPOP`` (one ``BLMOVE`` waits on one list only).
 
+**Idle workers sleep.** An idle worker's cost is its wake-ups, so a take waits up to
+:data:`TAKE_WAIT_S` for a message (kombu's ``BRPOP``: 1 s), and a channel that closes while
+taking drops the take's connection and puts back what it moved, instead of waiting for the
+reply. The sweeps of dead workers' messages (kombu's expired leases, our orphaned in-flight
+lists) need doing once a second, not by every process: one process holds the sweeper's turn
+and sweeps each second (:class:`Transport`); the others try to take the turn over with a take
+(in the same round trip as the channel's alive mark) at most every :data:`TAKEOVER_S`, soon
+enough that a dead sweeper's own tasks still run again within a lease and a second.
+
 **Reconnection.** When the broker connection drops, a channel already released by its
 connection may still be used: to restore its unacknowledged messages while closing, or to
 acknowledge a task that finished meanwhile. kombu 5.7 then fails with ``AttributeError`` (no
@@ -28,7 +37,7 @@ import socket
 import uuid
 from queue import Empty
 from time import monotonic, time
-from typing import Any
+from typing import Any, cast
 
 import redis
 from kombu.exceptions import InconsistencyError
@@ -37,67 +46,50 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
+from voxqueue.broker_sweeps import (
+    INFLIGHT_INDEX,
+    give_back,
+    hold_sweep_turn,
+    hold_sweep_turn_in,
+    inflight_key,
+    return_orphans,
+)
+
+__all__ = ["INFLIGHT_INDEX", "TAKEOVER_S", "TAKE_WAIT_S", "Channel", "QoS", "Transport",
+           "hold_sweep_turn", "inflight_key", "return_orphans"]
+
 log = logging.getLogger("voxqueue.broker")
 
-#: The set of every channel's in-flight list, and the lists' prefix.
-INFLIGHT_INDEX = "_voxqueue.inflight"
-_INFLIGHT = "_voxqueue.inflight."
+#: Longest wait of one take (``BLMOVE``) for a message; at most half the lease, since the
+#: channel marks itself alive for a lease as each take begins.
+TAKE_WAIT_S = 2.5
 
-# KEYS: the in-flight list, its alive key, its queue, the index. Puts the list's messages back
-# at the head of their queue (next to be taken) unless its channel is alive.
-_RETURN_ORPHANS = """
-if redis.call('exists', KEYS[2]) == 1 then return -1 end
-local n = 0
-while redis.call('lmove', KEYS[1], KEYS[3], 'RIGHT', 'RIGHT') do n = n + 1 end
-redis.call('srem', KEYS[4], KEYS[1])
-return n
-"""
+#: How often a process that does not hold the sweeper's turn tries to take it over.
+TAKEOVER_S = 2.5
 
-
-#: Prefix of the keys that give one process the turn to sweep (see :func:`take_sweep_turn`).
-_SWEEP_TURN = "_voxqueue.sweep."
-
-
-def take_sweep_turn(client: redis.Redis, name: str, every_s: float) -> bool:
-    """True for one caller in every ``every_s`` seconds, across all processes: a sweep that
-    any worker may do needs doing once per period, not once per worker process."""
-    return bool(client.set(f"{_SWEEP_TURN}{name}", b"1", nx=True, px=max(1, int(every_s * 1000))))
-
-
-def inflight_key(queue: str, channel_id: str) -> str:
-    return f"{_INFLIGHT}{queue}.{channel_id}"
-
-
-def return_orphans(client: redis.Redis) -> int:
-    """Put back in their queues the messages of every in-flight list whose channel is dead
-    (it did not take a message, nor wait for one, for a lease). Returns how many."""
-    returned = 0
-    script = client.register_script(_RETURN_ORPHANS)
-    for raw in client.smembers(INFLIGHT_INDEX):
-        key = bytes_to_str(raw)
-        queue = key[len(_INFLIGHT):].rsplit(".", 1)[0]
-        n = int(script(keys=[key, f"{key}.alive", queue, INFLIGHT_INDEX]))
-        returned += max(0, n)
-    return returned
+#: How often kombu's refresh of expiring queues' bindings looks for work (kombu: each second;
+#: the shortest such expiry here is Celery's control queues', 10 s, refreshed every third).
+BINDING_CHECK_S = 3.0
 
 
 class QoS(kombu_redis.QoS):
-    def restore_visible(self, start: int = 0, num: int = 10, interval: int = 10) -> None:
+    def restore_visible(self, start: int = 0, num: int = 10, interval: int = 10) -> bool:
         """The sweeps that give a dead worker's messages back: kombu's (expired leases) and
-        ours (in-flight lists of dead channels). Every worker process calls this each restore
-        interval; one of them sweeps, the others only find that it is not their turn."""
+        ours (in-flight lists of dead channels), when this process holds the sweeper's turn
+        (taking it if free). Returns whether it does."""
         channel = self.channel
-        every = float(getattr(channel, "unacked_restore_interval", 1) or 1)
         try:
             with channel.conn_or_acquire() as client:
-                if not take_sweep_turn(client, "unacked", every * 0.9):
-                    return
+                if not hold_sweep_turn(client, "unacked", channel._channel_id,
+                                       channel.sweeper_hold_s):
+                    return False
                 if returned := return_orphans(client):
                     log.warning("%d message(s) of a dead worker's channel put back in their "
                                 "queue", returned)
         except InconsistencyError:
-            return
+            return False
         super().restore_visible(start, num, interval)
+        return True
 
     def append(self, message: Any, delivery_tag: Any) -> None:
         """kombu's record of a delivered message (``unacked``); for a message taken into this
@@ -124,12 +116,20 @@ class Channel(kombu_redis.Channel):
     _taking: tuple[str, bytes] | None = None
     _inflight_queue: str | None = None
     _sync_client: tuple[Any, Any] | None = None
+    _turn_tried_at = -1e9
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._channel_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._alive_at = -1e9
         self.lease_s = float(self.visibility_timeout)
+        self.take_wait_s = min(TAKE_WAIT_S, self.lease_s / 2)
+        every = float(self.unacked_restore_interval or 1)
+        #: The sweeper's turn lapses after this without renewal: three sweeps missed, and at
+        #: most half the lease, so another process takes over (within ``TAKEOVER_S``) before a
+        #: dead sweeper's own tasks are due to run again.
+        self.sweeper_hold_s = min(3 * every, max(every, self.lease_s / 2))
+        self.takeover_s = TAKEOVER_S
 
     # -- one client per pool ----------------------------------------------------------------
     def _create_client(self, asynchronous: bool = False) -> Any:
@@ -155,6 +155,8 @@ class Channel(kombu_redis.Channel):
         queues = list(dict.fromkeys(self.active_queues))
         if len(queues) != 1 or self.global_keyprefix or self.priority_steps != [0]:
             self._inflight_queue = None
+            if self._sweeper_turn_due(monotonic()):
+                self._take_sweeper_turn(None)
             return super()._brpop_start(timeout)
         queue = queues[0]
         key = inflight_key(queue, self._channel_id)
@@ -162,7 +164,7 @@ class Channel(kombu_redis.Channel):
         self._inflight_queue = queue
         self._in_poll = self.client.connection
         self._brpop_sent_at = monotonic()  # type: ignore[assignment]
-        wait = self.brpop_timeout if timeout is None else timeout
+        wait = self.take_wait_s if timeout is None else timeout
         self.client.connection.send_command("BLMOVE", queue, key, "RIGHT", "LEFT", wait or 0)
 
     def _brpop_read(self, **options: Any) -> Any:
@@ -189,21 +191,98 @@ class Channel(kombu_redis.Channel):
             self._in_poll = None  # type: ignore[assignment]
             self._flush_brpop_reauth()
 
+    def close(self) -> None:
+        """kombu reads a pending take's reply before closing: up to a take's wait. A pending
+        ``BLMOVE`` is dropped with its connection instead, and whatever it moved already goes
+        back to its queue now (else the lease would, later)."""
+        queue, connection = self._inflight_queue, cast(Any, self._in_poll)
+        if connection and queue is not None:
+            self._in_poll = None  # type: ignore[assignment]
+            self._inflight_queue = None
+            try:
+                connection.disconnect()
+                with self.conn_or_acquire() as client:
+                    give_back(client, queue, self._channel_id)
+            except (InconsistencyError, redis.RedisError, OSError) as exc:
+                log.info("in-flight list left to the lease sweep: %s", exc)
+        super().close()
+
     def _keep_alive(self, key: str) -> None:
-        """Mark this channel's in-flight list alive for a lease (at most every quarter lease)."""
+        """Mark this channel's in-flight list alive for a lease (at most every quarter lease),
+        and try for the sweeper's turn when due, in one round trip."""
         now = monotonic()
-        if now - self._alive_at < self.lease_s / 4:
-            return
+        mark = now - self._alive_at >= self.lease_s / 4
+        if mark:
+            self._alive_at = now
+        if mark or self._sweeper_turn_due(now):
+            self._take_sweeper_turn(key if mark else None)
+
+    def _sweeper_turn_due(self, now: float) -> bool:
+        transport = self.connection
+        return (now - self._turn_tried_at >= self.takeover_s
+                and isinstance(transport, Transport) and transport.wants_sweeper_turn())
+
+    def _take_sweeper_turn(self, alive_key: str | None) -> None:
+        """Mark ``alive_key`` alive (if given) and, when due, try for the sweeper's turn; a
+        turn taken starts this process's sweeps."""
+        now = monotonic()
+        trying = self._sweeper_turn_due(now)
         try:
             with self.conn_or_acquire() as client:
                 pipe = client.pipeline(transaction=False)
-                pipe.set(f"{key}.alive", b"1", px=int(self.lease_s * 1000))
-                pipe.sadd(INFLIGHT_INDEX, key)
-                pipe.execute()
+                if alive_key is not None:
+                    pipe.set(f"{alive_key}.alive", b"1", px=int(self.lease_s * 1000))
+                    pipe.sadd(INFLIGHT_INDEX, alive_key)
+                if trying:
+                    hold_sweep_turn_in(client, pipe, "unacked", self._channel_id,
+                                       self.sweeper_hold_s)
+                replies = pipe.execute()
         except InconsistencyError:
             return
-        self._alive_at = now
+        if trying:
+            self._turn_tried_at = now
+            if replies[-1]:
+                self.connection.start_sweeping()
 
 
 class Transport(kombu_redis.Transport):
+    """kombu's transport, its channels taking messages as above. kombu's restore sweep, each
+    ``unacked_restore_interval``, runs only while this process holds the sweeper's turn."""
+
     Channel = Channel
+    _loop: Any = None
+    _sweep_every = 1.0
+
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        super().register_with_event_loop(connection, loop)
+        cycle: Any = self.cycle
+        cycle._restore_messages_tref.cancel()
+        cycle._restore_messages_tref = None  # (a sweep's timer, while this process sweeps)
+        cycle._binding_expiry_tref.cancel()
+        cycle._binding_expiry_tref = loop.call_repeatedly(
+            BINDING_CHECK_S, cycle.maybe_refresh_binding_expiry)
+        self._loop = loop
+        self._sweep_every = float(
+            connection.client.transport_options.get("unacked_restore_interval", 1))
+
+    def wants_sweeper_turn(self) -> bool:
+        """Whether this process could sweep (it runs an event loop) and does not yet."""
+        cycle: Any = self.cycle
+        return self._loop is not None and cycle._restore_messages_tref is None
+
+    def start_sweeping(self) -> None:
+        """Sweep each interval for as long as this process keeps the sweeper's turn."""
+        if not self.wants_sweeper_turn():
+            return
+        cycle: Any = self.cycle
+        loop = self._loop
+
+        def sweep() -> None:
+            held = False
+            try:
+                held = bool(cycle.maybe_restore_messages())
+            finally:  # (kombu cancels this attribute's timer when it registers again)
+                cycle._restore_messages_tref = (
+                    loop.call_later(self._sweep_every, sweep) if held else None)
+
+        cycle._restore_messages_tref = loop.call_later(self._sweep_every, sweep)

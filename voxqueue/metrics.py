@@ -130,17 +130,24 @@ class Exporter:
         if self._celery is not None:
             self._celery.close()
 
-    def run(self, last_id: str = "$", sample_every_s: float = 10.0) -> None:
-        """Follow the ended-turns stream until stopped (from now on, when ``last_id`` is $)."""
+    def run(self, last_id: str = "$", sample_every_s: float = 10.0,
+            workers_every_s: float = 60.0) -> None:
+        """Follow the ended-turns stream until stopped (from now on, when ``last_id`` is $):
+        queue depths every ``sample_every_s``, live workers every ``workers_every_s`` (a
+        broadcast that wakes every worker, so seldom)."""
         if last_id == "$":
             newest: Any = self.redis.xrevrange(self.keys.ended_turns(), count=1)
             last_id = newest[0][0].decode() if newest else "0-0"
-        next_sample = 0.0
+        next_sample = next_workers = 0.0
         while not self._stop.is_set():
-            if time.time() >= next_sample:
-                self.sample_queues()
-                next_sample = time.time() + sample_every_s
-            answer: Any = self.redis.xread({self.keys.ended_turns(): last_id}, block=1000,
+            now = time.time()
+            if now >= next_sample:
+                self.sample_queues(workers=now >= next_workers)
+                next_sample = now + sample_every_s
+                if now >= next_workers:
+                    next_workers = now + workers_every_s
+            block_ms = max(1, int(min(sample_every_s, next_sample - time.time()) * 1000))
+            answer: Any = self.redis.xread({self.keys.ended_turns(): last_id}, block=block_ms,
                                            count=100)
             for _stream, items in answer or []:
                 for entry_id, fields in items:
@@ -154,12 +161,15 @@ class Exporter:
             return
         self.metrics.observe_turn(spec, self.store.history(turn_id))
 
-    def sample_queues(self) -> None:
+    def sample_queues(self, workers: bool = True) -> None:
+        """Each queue's depth and (with ``workers``) how many live workers consume it."""
         pipe = self.redis.pipeline(transaction=False)
         for queue in QUEUES:
             pipe.llen(queue)
         for queue, depth in zip(QUEUES, pipe.execute(), strict=True):
             self.metrics.queue_depth.labels(queue).set(int(depth))
+        if not workers:
+            return
         try:
             active = self._control().inspect(timeout=1.0).active_queues() or {}
         except Exception:  # the broker blinked: keep the last values

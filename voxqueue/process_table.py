@@ -14,6 +14,10 @@ HEARTBEAT_S = 10
 #: setting's default, for the deploy files.
 FLOWER_MAX_TASKS: int = Settings.model_fields["flower_max_tasks"].default
 
+#: Flower asks every worker to send events every 5 s (its ``enable_events``), waking each idle
+#: worker to answer; every worker here is started with ``-E`` already, so it is off.
+FLOWER_NO_EVENTS_ASK = "--enable_events=False"
+
 #: Pool and concurrency per queue for cloud providers: threads, since every call waits on I/O.
 #: A TTS slot is held for as long as a sentence streams, so that queue needs the most.
 DEFAULT_POOLS: dict[str, tuple[str, int]] = {

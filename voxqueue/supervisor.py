@@ -25,7 +25,13 @@ from voxqueue.embedded_redis import (
     start_embedded_redis,
 )
 from voxqueue.flower_auth import flower_credentials
-from voxqueue.process_table import BEAT_SCHEDULER, DEFAULT_POOLS, HEARTBEAT_S, worker_names
+from voxqueue.process_table import (
+    BEAT_SCHEDULER,
+    DEFAULT_POOLS,
+    FLOWER_NO_EVENTS_ASK,
+    HEARTBEAT_S,
+    worker_names,
+)
 from voxqueue.redis_conn import redact
 from voxqueue.restarts import RestartPolicy, log_to_stderr, respawn, schedule_restart
 from voxqueue.settings import QUEUES, Settings
@@ -93,7 +99,8 @@ class Supervisor:
     def flower_argv(self) -> list[str]:
         return [sys.executable, "-m", "celery", "-A", "workers", "flower",
                 f"--port={self.settings.flower_port}", "--address=127.0.0.1",
-                "--natural_time=False", f"--max_tasks={self.settings.flower_max_tasks}"]
+                "--natural_time=False", f"--max_tasks={self.settings.flower_max_tasks}",
+                FLOWER_NO_EVENTS_ASK]
 
     def flower_env(self) -> dict[str, str]:
         """Flower's basic auth (see :func:`voxqueue.flower_auth.flower_credentials`), through

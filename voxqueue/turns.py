@@ -19,6 +19,10 @@ from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.effects import Fence, Fenced, Once
 from voxqueue.keys import Keys
 
+#: Longest sleep of the housekeeping loop (``workers/housekeeping/loop.py``), which ends overdue
+#: turns: a turn due sooner than this wakes it as it begins.
+HOUSEKEEPING_SLEEP_S = 5.0
+
 #: Entries a turn's stream keeps at most (a bound, far above a real turn's few hundred).
 STREAM_MAXLEN = 20_000
 #: Sessions the index keeps at most (the least recently used are dropped from the index).
@@ -123,6 +127,9 @@ class TurnStore:
         pipe.hset(k.turn(spec.turn_id), mapping={"spec": spec.model_dump_json()})
         pipe.expire(k.turn(spec.turn_id), self.ttl_s)
         pipe.zadd(k.active_turns(), {spec.turn_id: spec.deadline})
+        if spec.deadline - time.time() < HOUSEKEEPING_SLEEP_S:  # due before it would look
+            pipe.lpush(k.timers_wake(), b"1")
+            pipe.ltrim(k.timers_wake(), 0, 0)
         if agent:  # the session's line: its turns reach the agent in the order they were made
             pipe.zadd(k.session_waiting(spec.session_id), {spec.turn_id: spec.created_at})
             pipe.expire(k.session_waiting(spec.session_id), self.ttl_s)

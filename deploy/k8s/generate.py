@@ -23,6 +23,7 @@ from voxqueue.process_table import (
     DEFAULT_POOLS,
     DEFAULT_PROCESSES,
     FLOWER_MAX_TASKS,
+    FLOWER_NO_EVENTS_ASK,
     HEARTBEAT_S,
 )
 from voxqueue.settings import QUEUES, Settings
@@ -143,7 +144,8 @@ def manifests() -> list[dict[str, Any]]:
     flower_auth = {"name": "FLOWER_BASIC_AUTH", "valueFrom": {"secretKeyRef": {
         "name": "voxqueue-secrets", "key": "flower-basic-auth"}}}
     docs.append(deployment("flower", ["celery", "-A", "workers", "flower", "--port=5555",
-                                      "--address=0.0.0.0", f"--max_tasks={FLOWER_MAX_TASKS}"],
+                                      "--address=0.0.0.0", f"--max_tasks={FLOWER_MAX_TASKS}",
+                                      FLOWER_NO_EVENTS_ASK],
                            extra_env=[flower_auth], port=5555))
     port = Settings(_env_file=None).metrics_port
     docs.append(deployment("exporter", ["voxqueue", "exporter", "--address", "0.0.0.0"],

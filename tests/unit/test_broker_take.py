@@ -3,13 +3,17 @@ its queue, in a channel's in-flight list or in kombu's unacked set, whenever the
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 from collections.abc import Iterator
+from queue import Empty
 
 import pytest
 import redis
 from kombu import Connection, Consumer, Exchange, Queue
+from kombu.utils.eventio import poll as kombu_poll
+from kombu.utils.json import dumps
 
 from voxqueue.broker import INFLIGHT_INDEX, inflight_key, return_orphans
 
@@ -26,7 +30,8 @@ def url(redis_server) -> Iterator[str]:
 
 def connect(url: str) -> Connection:
     return Connection(url, transport="voxqueue.broker:Transport", transport_options={
-        "visibility_timeout": LEASE_S, "priority_steps": [0]})
+        "visibility_timeout": LEASE_S, "priority_steps": [0],
+        "unacked_restore_interval": 1, "unacked_restore_throttle": 1})
 
 
 def publish(url: str, queue: Queue, body: dict) -> None:
@@ -67,3 +72,95 @@ def test_a_message_moved_by_a_taker_that_died_comes_back_after_a_lease(url):
     assert return_orphans(r) == 1
     assert r.llen(queue.name) == 1 and not r.exists(key)
     assert not r.smembers(INFLIGHT_INDEX)
+
+
+def test_a_channel_closing_while_it_takes_does_not_wait_for_the_take(url):
+    """kombu reads the pending take's reply before closing (up to the take's wait): ours drops
+    the connection, and what the take had moved goes back to the head of its queue at once."""
+    queue = Queue(f"q-{uuid.uuid4().hex[:6]}", Exchange("x", type="direct"), routing_key="k")
+    r = redis.Redis.from_url(url)
+    with connect(url) as conn:
+        channel = conn.default_channel
+        channel.take_wait_s = 5.0
+        Consumer(conn, [queue], callbacks=[lambda b, m: None], accept=["json"]).consume()
+        with pytest.raises(socket.timeout):
+            conn.drain_events(timeout=0.3)  # a take is pending now
+        assert channel._in_poll
+        key = inflight_key(queue.name, channel._channel_id)
+        r.lpush(queue.name, b"older")
+        r.lpush(key, b"moved")  # as if the take had just moved a message
+        started = time.monotonic()
+        channel.close()
+        closed_in = time.monotonic() - started
+    assert closed_in < 2.0, f"closing waited {closed_in:.1f} s for the take"
+    assert r.lrange(queue.name, 0, -1) == [b"older", b"moved"], "next to be taken: the moved one"
+    assert not r.exists(key) and not r.exists(f"{key}.alive")
+    assert not r.smembers(INFLIGHT_INDEX)
+
+
+class Loop:
+    """The part of kombu's event loop a transport registers with: its timers are recorded."""
+
+    def __init__(self) -> None:
+        self.poller = kombu_poll()
+        self.on_tick: set = set()
+        self.later: list[tuple[float, object]] = []
+
+    def add_reader(self, *args: object) -> None: ...
+    def remove_reader(self, *args: object) -> None: ...
+    def remove(self, *args: object) -> None: ...
+
+    def call_repeatedly(self, delay: float, fn: object, *args: object) -> object:
+        return Timer()
+
+    def call_later(self, delay: float, fn: object, *args: object) -> object:
+        self.later.append((delay, fn))
+        return Timer()
+
+
+class Timer:
+    def cancel(self) -> None: ...
+
+
+def test_one_process_sweeps_each_second_the_others_only_try_for_the_turn_when_they_take(url):
+    queue = Queue(f"q-{uuid.uuid4().hex[:6]}", Exchange("x", type="direct"), routing_key="k")
+    r = redis.Redis.from_url(url)
+    loops, channels = [], []
+    with connect(url) as first, connect(url) as second:
+        for conn in (first, second):
+            conn.connect()
+            Consumer(conn, [queue], callbacks=[lambda b, m: None], accept=["json"]).consume()
+            loop = Loop()
+            conn.transport.register_with_event_loop(conn.connection, loop)
+            loops.append(loop)
+            channel = conn.default_channel
+            channel.take_wait_s = 0.1
+            channels.append(channel)
+
+        def take(channel: object) -> None:  # one take that finds nothing
+            channel.connection.cycle._register_BRPOP(channel)  # as the event loop does
+            with pytest.raises(Empty):
+                channel._brpop_read()
+
+        assert loops[0].later == [] == loops[1].later, "no timer: nobody holds the turn yet"
+        take(channels[0])
+        take(channels[1])
+        assert [len(loop.later) for loop in loops] == [1, 0], "the first to take got the turn"
+        delay, sweep = loops[0].later.pop()
+        assert delay == 1
+        r.zadd("unacked_index", {"tag-of-a-dead-worker": time.time() - 60})
+        r.hset("unacked", "tag-of-a-dead-worker", dumps([
+            {"body": "", "properties": {"delivery_tag": "t"}}, "x", "k"]))
+        take(channels[1])  # the other process: not its turn, nothing swept
+        assert r.zcard("unacked_index") == 1 and loops[1].later == []
+        sweep()  # the sweeper: the expired lease is swept, and the next sweep set
+        assert r.zcard("unacked_index") == 0
+        assert r.llen(queue.name) == 1, "back in its queue"
+        r.delete(queue.name)  # (not a whole message: not to be taken)
+        assert [d for d, _ in loops[0].later] == [1]
+        r.delete("_voxqueue.sweep.unacked")  # the sweeper stopped renewing its turn
+        channels[1].takeover_s = 0.0  # (its next try is due at once)
+        take(channels[1])
+        assert len(loops[1].later) == 1, "the other process took the turn over"
+        loops[0].later.pop()[1]()  # the first finds it lost the turn: no more sweeps there
+        assert loops[0].later == []

@@ -13,7 +13,12 @@ import yaml
 
 from tests.conftest import ROOT
 from voxqueue.celery_config import celery_config
-from voxqueue.process_table import DEFAULT_PROCESSES, FLOWER_MAX_TASKS, HEARTBEAT_S
+from voxqueue.process_table import (
+    DEFAULT_PROCESSES,
+    FLOWER_MAX_TASKS,
+    FLOWER_NO_EVENTS_ASK,
+    HEARTBEAT_S,
+)
 from voxqueue.settings import QUEUES, Settings
 
 DEPLOY = ROOT / "deploy"
@@ -71,6 +76,7 @@ def test_compose_redis_flower_and_beat():
     assert services["flower"]["ports"] == ["127.0.0.1:5555:5555"]
     # A day of turns in its task list, as `voxqueue up` runs it (its own default is 10,000).
     assert f"--max_tasks={FLOWER_MAX_TASKS}" in services["flower"]["command"]
+    assert FLOWER_NO_EVENTS_ASK in services["flower"]["command"]  # idle workers stay asleep
     assert Settings.model_fields["flower_max_tasks"].default == FLOWER_MAX_TASKS
 
 

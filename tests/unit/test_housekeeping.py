@@ -4,12 +4,14 @@ the loop sleeps; overdue turns end; a sweep takes turns across processes."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
 
 import pytest
 import redis
 
-from voxqueue.broker import take_sweep_turn
+from voxqueue.broker import hold_sweep_turn
+from voxqueue.contracts import TurnSpec
 from voxqueue.keys import Keys
 from voxqueue.turns import TurnStore
 from workers.housekeeping.loop import Housekeeper
@@ -82,9 +84,35 @@ def test_a_round_sleeps_until_the_soonest_due_time(r):
     assert loop.round() == pytest.approx(2.0, abs=0.5)
 
 
-def test_one_sweeper_per_period_across_callers(r):
-    assert take_sweep_turn(r, "unacked", 0.3)
-    assert not take_sweep_turn(r, "unacked", 0.3)  # another process, same period
-    assert take_sweep_turn(r, "orphans", 0.3)  # each sweep has its own turn
-    time.sleep(0.35)
-    assert take_sweep_turn(r, "unacked", 0.3)
+def test_one_process_holds_the_sweepers_turn_until_it_stops_renewing_it(r):
+    assert hold_sweep_turn(r, "unacked", "a", 0.3)
+    assert not hold_sweep_turn(r, "unacked", "b", 0.3)  # another process
+    assert hold_sweep_turn(r, "orphans", "b", 0.3)  # each sweep has its own turn
+    for _ in range(3):  # its holder renews it, past the first hold
+        time.sleep(0.15)
+        assert hold_sweep_turn(r, "unacked", "a", 0.3)
+        assert not hold_sweep_turn(r, "unacked", "b", 0.3)
+    time.sleep(0.35)  # "a" stopped renewing: the turn is free
+    assert hold_sweep_turn(r, "unacked", "b", 0.3)
+    assert not hold_sweep_turn(r, "unacked", "a", 0.3)
+
+
+def test_a_turn_due_before_the_loop_would_wake_wakes_it(r):
+    """The loop sleeps up to its longest wait when nothing is due; a turn begun meanwhile with a
+    nearer deadline pushes a wake, so it is still ended at its deadline, not at the next look."""
+    store = TurnStore(r, Keys("hk"), ttl_s=600)
+    loop = Housekeeper(store, max_wait_s=60.0)
+    loop.start()
+    try:
+        time.sleep(0.3)  # asleep now: nothing is due
+        now = time.time()
+        spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id="s", input="text", text="hi",
+                        created_at=now, deadline=now + 0.5, speak=False)
+        store.create(spec)
+        give_up = time.time() + 10
+        while r.zscore(Keys("hk").active_turns(), spec.turn_id) is not None:
+            assert time.time() < give_up, "the overdue turn was never ended"
+            time.sleep(0.05)
+        assert time.time() - spec.deadline < 5, "ended at the loop's next look, not on time"
+    finally:
+        loop.stop()

@@ -2,9 +2,10 @@
 
 A thread of each process that consumes the ``monitor`` queue sleeps on Redis (``BLPOP`` of a
 wake list) until the soonest of the next timer's due time, the nearest turn deadline and
-``MAX_WAIT_S``; adding a timer pushes onto the wake list, so a timer set while the loop sleeps
-still fires on time. Nothing here is a Celery task: it sends no message, no task event, and
-Flower's task list holds only the turns and the monitors a user scheduled.
+``MAX_WAIT_S``; adding a timer, or a turn due within ``MAX_WAIT_S``, pushes onto the wake list,
+so one set while the loop sleeps is still handled on time. Nothing here is a Celery task: it
+sends no message, no task event, and Flower's task list holds only the turns and the monitors a
+user scheduled.
 
 Several monitor processes may run the loop at once: a timer is claimed once (one script), a
 turn ends once. A Redis outage pauses the loop; it catches up when Redis is back.
@@ -20,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from celery.signals import worker_ready, worker_shutdown
 
-from voxqueue.turns import TurnStore
+from voxqueue.turns import HOUSEKEEPING_SLEEP_S, TurnStore
 from workers.housekeeping.sweep import end_overdue
 from workers.housekeeping.timers import fire_due
 from workers.toolkit.timer_store import TimerStore
@@ -32,8 +33,8 @@ if TYPE_CHECKING:
 
 log = structlog.get_logger("voxqueue.monitor")
 
-#: Longest sleep: a turn begun while the loop sleeps is swept at most this late.
-MAX_WAIT_S = 1.0
+#: Longest sleep (a turn due sooner than this wakes the loop as it begins, as a timer does).
+MAX_WAIT_S = HOUSEKEEPING_SLEEP_S
 #: Shortest blocking wait worth a round trip.
 MIN_WAIT_S = 0.01
 #: Pause after a failed round (Redis away).
