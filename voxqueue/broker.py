@@ -125,10 +125,10 @@ class Channel(kombu_redis.Channel):
         self.lease_s = float(self.visibility_timeout)
         self.take_wait_s = min(TAKE_WAIT_S, self.lease_s / 2)
         every = float(self.unacked_restore_interval or 1)
-        #: The sweeper's turn lapses after this without renewal: three sweeps missed, and at
-        #: most half the lease, so another process takes over (within ``TAKEOVER_S``) before a
-        #: dead sweeper's own tasks are due to run again.
-        self.sweeper_hold_s = min(3 * every, max(every, self.lease_s / 2))
+        #: The sweeper's turn lapses after this without renewal (two sweeps missed, at most a
+        #: third of the lease), and another process takes it over within ``TAKEOVER_S``:
+        #: before a dead sweeper's own tasks are due to run again.
+        self.sweeper_hold_s = min(2 * every, max(every, self.lease_s / 3))
         self.takeover_s = TAKEOVER_S
 
     # -- one client per pool ----------------------------------------------------------------
@@ -285,4 +285,4 @@ class Transport(kombu_redis.Transport):
                 cycle._restore_messages_tref = (
                     loop.call_later(self._sweep_every, sweep) if held else None)
 
-        cycle._restore_messages_tref = loop.call_later(self._sweep_every, sweep)
+        cycle._restore_messages_tref = loop.call_later(0, sweep)  # the first one at once
