@@ -234,7 +234,7 @@ class Channel(kombu_redis.Channel):
                     pipe.set(f"{alive_key}.alive", b"1", px=int(self.lease_s * 1000))
                     pipe.sadd(INFLIGHT_INDEX, alive_key)
                 if trying:
-                    hold_sweep_turn_in(client, pipe, "unacked", self._channel_id,
+                    hold_sweep_turn_in(pipe, "unacked", self._channel_id,
                                        self.sweeper_hold_s)
                 replies = pipe.execute()
         except InconsistencyError:

@@ -42,16 +42,15 @@ def hold_sweep_turn(client: redis.Redis, name: str, holder: str, hold_s: float) 
     """True when ``holder`` has the turn for the sweep ``name``: taken when free, renewed for
     ``hold_s`` when already its own. One process sweeps; the turn passes on only when its holder
     stops renewing it (dead, stopped or cut off from Redis) for ``hold_s``."""
-    return bool(hold_sweep_turn_in(client, client, name, holder, hold_s))
+    return bool(hold_sweep_turn_in(client, name, holder, hold_s))
 
 
-def hold_sweep_turn_in(client: redis.Redis, pipe: Any, name: str, holder: str,
-                       hold_s: float) -> Any:
+def hold_sweep_turn_in(pipe: Any, name: str, holder: str, hold_s: float) -> Any:
     """:func:`hold_sweep_turn` run by ``pipe`` (a pipeline: its reply is among the pipeline's,
-    1 or 0; ``client`` itself: the reply)."""
-    script = client.register_script(_HOLD_TURN)
-    return script(keys=[f"{_SWEEP_TURN}{name}"], args=[holder, max(1, int(hold_s * 1000))],
-                  client=pipe)
+    1 or 0; a client: the reply). Sent as ``EVAL``: a registered script in a pipeline
+    would first ask ``SCRIPT EXISTS``, a round trip more."""
+    return pipe.eval(_HOLD_TURN, 1, f"{_SWEEP_TURN}{name}", holder,
+                     max(1, int(hold_s * 1000)))
 
 
 def inflight_key(queue: str, channel_id: str) -> str:
