@@ -285,4 +285,4 @@ class Transport(kombu_redis.Transport):
                 cycle._restore_messages_tref = (
                     loop.call_later(self._sweep_every, sweep) if held else None)
 
-        cycle._restore_messages_tref = loop.call_later(0, sweep)  # the first one at once
+        sweep()  # the first one now (a timer set here would wait for the loop's next wake-up)

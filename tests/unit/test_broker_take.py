@@ -125,8 +125,10 @@ class Timer:
 def test_one_process_sweeps_each_second_the_others_only_try_for_the_turn_when_they_take(url):
     queue = Queue(f"q-{uuid.uuid4().hex[:6]}", Exchange("x", type="direct"), routing_key="k")
     r = redis.Redis.from_url(url)
+    other = Queue(f"q-{uuid.uuid4().hex[:6]}", Exchange("x", type="direct"), routing_key="k2")
     loops, channels = [], []
     with connect(url) as first, connect(url) as second:
+        other(first.default_channel).declare()  # where the dead worker's message goes back
         for conn in (first, second):
             conn.connect()
             Consumer(conn, [queue], callbacks=[lambda b, m: None], accept=["json"]).consume()
@@ -143,20 +145,21 @@ def test_one_process_sweeps_each_second_the_others_only_try_for_the_turn_when_th
                 channel._brpop_read()
 
         assert loops[0].later == [] == loops[1].later, "no timer: nobody holds the turn yet"
-        take(channels[0])
+        r.zadd("unacked_index", {"tag-of-a-dead-worker": time.time() - 60})
+        r.hset("unacked", "tag-of-a-dead-worker", dumps([
+            {"body": "", "properties": {"delivery_tag": "t"}}, "x", "k2"]))
+        take(channels[0])  # it takes the turn, and sweeps at once: the expired lease is back
+        assert r.zcard("unacked_index") == 0
+        assert r.llen(other.name) == 1, "back in its queue"
         take(channels[1])
         assert [len(loop.later) for loop in loops] == [1, 0], "the first to take got the turn"
         delay, sweep = loops[0].later.pop()
-        assert delay == 0, "it sweeps at once"
+        assert delay == 1, "and sweeps each second"
         r.zadd("unacked_index", {"tag-of-a-dead-worker": time.time() - 60})
-        r.hset("unacked", "tag-of-a-dead-worker", dumps([
-            {"body": "", "properties": {"delivery_tag": "t"}}, "x", "k"]))
         take(channels[1])  # the other process: not its turn, nothing swept
         assert r.zcard("unacked_index") == 1 and loops[1].later == []
         sweep()  # the sweeper: the expired lease is swept, and the next sweep set
         assert r.zcard("unacked_index") == 0
-        assert r.llen(queue.name) == 1, "back in its queue"
-        r.delete(queue.name)  # (not a whole message: not to be taken)
         assert [d for d, _ in loops[0].later] == [1]
         r.delete("_voxqueue.sweep.unacked")  # the sweeper stopped renewing its turn
         channels[1].takeover_s = 0.0  # (its next try is due at once)
