@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from workers.tts.chunking import FIRST_CHUNK_BYTES, MAX_CHUNK_BYTES, READ_PAUSE_S, rechunk
+from workers.runtime.batching import READ_PAUSE_S
+from workers.tts.chunking import FIRST_CHUNK_BYTES, MAX_CHUNK_BYTES, rechunk
 
 RATE = 16000
 PIECE = 3200  # the provider sends 100 ms of audio at a time

@@ -10,6 +10,7 @@ from voxqueue.sentences import SentenceSplitter
 from voxqueue.spoken import MarkdownFilter
 from workers.agent.providers.base import StreamStopped
 from workers.runtime import completion, handoff
+from workers.runtime.batching import BLOCKED_READ_S, batch_pause
 from workers.runtime.stage import Stage
 
 #: How often a streaming answer checks for cancellation, barge-in and the deadline (seconds).
@@ -19,10 +20,6 @@ STOP_CHECK_S = 0.1
 SPEECH_S_PER_CHAR = 0.05
 #: What a sentence sent now needs before its audio reaches the listener, with room to spare.
 NEXT_AUDIO_S = 0.6
-#: The longest pause between two reads of the model's stream, once a sentence is out; and a
-#: read that took this long waited for its token (one already there comes at once).
-READ_PAUSE_S = 0.2
-BLOCKED_READ_S = 0.002
 
 
 class Speaker:
@@ -31,8 +28,8 @@ class Speaker:
     Tokens that each wait for the network wake the worker once each. Once a sentence is out
     and the listener has audio in hand for a while (its length at a quick speaking rate, since
     it was sent), a token that had to be waited for is followed by a pause of up to
-    ``READ_PAUSE_S``, and the tokens that pile up meanwhile are read at once: fewer wake-ups,
-    and no sentence later than the listener needs it.
+    ``READ_PAUSE_S`` (``workers/runtime/batching.py``), and the tokens that pile up meanwhile
+    are read at once: fewer wake-ups, and no sentence later than the listener needs it.
     """
 
     clock = staticmethod(time.monotonic)
@@ -82,8 +79,7 @@ class Speaker:
         if self._first_sent_at is None:
             return
         in_hand = self._first_sent_at + self._speech_s - self.clock()
-        pause = min(READ_PAUSE_S, in_hand - NEXT_AUDIO_S, self.stage.remaining() - 1)
-        if pause >= 0.01:
+        if pause := batch_pause(min(in_hand - NEXT_AUDIO_S, self.stage.remaining() - 1)):
             self.sleep(pause)
 
     def finish(self, full_text: str) -> None:

@@ -13,8 +13,9 @@ time's worth of audio, and the low-water rule holds from its first byte.
 A streaming provider sends a piece every few tens of milliseconds, and each piece read on its
 own wakes the reading thread. When the audio arrives by itself (a network stream, ``sleep``
 given), a read that had to wait for its piece is followed by a pause of up to ``READ_PAUSE_S``
-while the listener has enough in hand, and what piled up meanwhile is read at once: fewer
-wake-ups, the same audio, the stream's end seen at most that much later.
+(``workers/runtime/batching.py``) while the listener has enough in hand, and what piled up
+meanwhile is read at once: fewer wake-ups, the same audio, the stream's end seen at most that
+much later.
 """
 
 from __future__ import annotations
@@ -23,16 +24,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 from voxqueue.audio import SAMPLE_RATE
+from workers.runtime.batching import BLOCKED_READ_S, batch_pause
 
 FIRST_CHUNK_BYTES = 640  # 20 ms of 16 kHz 16-bit audio
 NEXT_CHUNK_BYTES = 8000  # 250 ms, doubled after every chunk
 MAX_CHUNK_BYTES = 64000  # 2 s
 LOW_WATER_S = 0.15
-#: The longest wait before a read of a network stream, and the shortest worth taking.
-READ_PAUSE_S = 0.2
-MIN_READ_PAUSE_S = 0.01
-#: A read that took this long waited for its piece (a piece already there comes at once).
-BLOCKED_READ_S = 0.002
 
 
 def rechunk(chunks: Iterable[bytes], *, first: int = FIRST_CHUNK_BYTES,
@@ -48,18 +45,18 @@ def rechunk(chunks: Iterable[bytes], *, first: int = FIRST_CHUNK_BYTES,
     want = first
     #: When the listener will have played everything sent (None: nothing to play yet).
     played_by: float | None = None
-    if busy_until is not None and busy_until - clock() > low_water_s:
+    ahead = None if busy_until is None else busy_until - clock()
+    if busy_until is not None and ahead is not None and ahead > low_water_s:
         played_by = busy_until
-        half = int((busy_until - clock()) / 2 * rate) * 2
-        want = min(max_bytes, max(size, half))
+        want = min(max_bytes, max(size, int(ahead / 2 * rate) * 2))
     source = iter(chunks)
     blocked = True  # whether the last read waited for its piece (one that did not was there)
     while True:
-        if sleep is not None and played_by is not None and blocked:
-            # Half the time the listener can wait, at most READ_PAUSE_S: pieces pile up.
-            pause = min(READ_PAUSE_S, (played_by - clock() - low_water_s) / 2)
-            if pause >= MIN_READ_PAUSE_S:
-                sleep(pause)
+        # After a read that waited: pause for half the time the listener can wait, so that
+        # pieces pile up meanwhile.
+        if (sleep is not None and played_by is not None and blocked
+                and (pause := batch_pause((played_by - clock() - low_water_s) / 2))):
+            sleep(pause)
         asked = clock()
         chunk = next(source, None)
         if chunk is None:
