@@ -16,8 +16,12 @@ representative subset always runs; ``--crash`` runs the whole matrix.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import statistics
+import threading
 import time
 import uuid
 
@@ -124,10 +128,40 @@ def expected_pcm(text: str) -> bytes:
 
 @pytest.mark.parametrize(("pool", "point"), list(cases()))
 def test_crash_point(systems, fake_providers, reliability_case, pool, point):
-    system = systems(pool)
+    case = reliability_case(f"crash at {point} ({pool} pool, a second worker on the queue)")
+    took = crashed_turn(systems(pool), fake_providers, case, pool, point)
+    TAKEOVER.setdefault((pool, point.split(".")[0]), []).append(took)
+
+
+def test_the_sweeper_dying_with_a_task_is_replaced_in_time(systems, fake_providers,
+                                                             reliability_case):
+    """The process holding the sweeper's turn (voxqueue/broker_sweeps.py) is killed as the task
+    of another dies: another process takes the turn over before the dead task's lease runs out,
+    so the turn ends ok and about as soon as after any kill (not at its deadline)."""
+    system = systems("threads")
+    r = system.client().redis
+    give_up = time.time() + 10
+    while (holder := r.get(SWEEP_TURN)) is None:
+        assert time.time() < give_up, "no process holds the sweeper's turn"
+        time.sleep(0.1)
+    sweeper = int(holder.decode().rsplit("-", 2)[1])  # "<host>-<pid>-<id>"
+    case = reliability_case("crash at tts.mid-stream, the sweeper killed with it (threads)")
+    took = crashed_turn(system, fake_providers, case, "threads", "tts.mid-stream",
+                        also_kill=sweeper)
+    assert r.get(SWEEP_TURN) not in (None, holder), "another process holds the turn now"
+    assert took < LEASE_S + 6, f"the turn ended {took:.1f} s after the kills"
+
+
+SWEEP_TURN = "_voxqueue.sweep.unacked"
+LEASE_S = 6.0  # the default visibility timeout these workers run with
+
+
+def crashed_turn(system: System, fake, case, pool: str, point: str,
+                 also_kill: int | None = None) -> float:
+    """One turn whose worker is killed at ``point`` (and ``also_kill`` SIGKILLed as it dies),
+    checked by the ledger; returns the seconds from the kill to the turn's end."""
     client = system.client()
     keys = client.keys
-    fake = fake_providers
     fake.reset()
     label = f"crash-{uuid.uuid4().hex[:8]}"
     fake.script_transcripts({"text": QUESTION, "repeat": True})
@@ -139,10 +173,12 @@ def test_crash_point(systems, fake_providers, reliability_case, pool, point):
     )
     session = f"crash-{pool}-{point}-{label}"
     client.redis.set(keys.crash_plan(session), point, ex=600)
-    case = reliability_case(f"crash at {point} ({pool} pool, a second worker on the queue)")
     case.turns += 1
 
     turn = client.say(SPEECH / "command_time.wav", session=session)
+    if also_kill is not None:
+        threading.Thread(target=kill_when_fired, daemon=True,
+                         args=(client.redis, keys.crash_fired(turn.turn_id), also_kill)).start()
     started = time.time()
     played = b"".join(turn.playback(timeout=120))
     waited = time.time() - started
@@ -165,9 +201,18 @@ def test_crash_point(systems, fake_providers, reliability_case, pool, point):
     assert int(client.redis.get(f"probe:side-effect:{label}") or 0) == 1
     assert heard_problems(entries, played, expected_pcm) == []
 
-    took = found.ended_at - kill["ts"]
-    TAKEOVER.setdefault((pool, point.split(".")[0]), []).append(took)
+    took: float = found.ended_at - kill["ts"]
     case.note(f"kill -> end {took:.1f} s")
+    return took
+
+
+def kill_when_fired(r, fired_key: str, pid: int) -> None:
+    """SIGKILL ``pid`` as soon as the turn's crash point has fired (already dead: nothing)."""
+    give_up = time.time() + 60
+    while r.get(fired_key) is None and time.time() < give_up:
+        time.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_store_check_sees_a_broken_history():
