@@ -18,7 +18,7 @@ def test_a_turns_tasks_reach_an_event_receiver(client, fake):
     app.conf.update(celery_config(client.settings))
     seen: dict[str, set[str]] = defaultdict(set)  # task id -> its event types
     names: dict[str, str] = {}
-    bound = threading.Event()
+    bound, stop = threading.Event(), threading.Event()
 
     def on_event(event: dict) -> None:
         seen[event["uuid"]].add(event["type"])
@@ -31,14 +31,24 @@ def test_a_turns_tasks_reach_an_event_receiver(client, fake):
                                                            "task-succeeded": on_event})
             with receiver.consumer_context() as (connection, _channel, _consumers):
                 bound.set()
-                while True:
+                while not stop.is_set():
                     try:
                         connection.drain_events(timeout=1)
                     except TimeoutError:
                         continue
 
-    threading.Thread(target=listen, daemon=True).start()
-    assert bound.wait(10)
+    listener = threading.Thread(target=listen, daemon=True)
+    listener.start()
+    try:
+        assert bound.wait(10)
+        check_events(client, names, seen)
+    finally:  # (not left listening to a Redis that later tests stop)
+        stop.set()
+        listener.join(5)
+        app.close()
+
+
+def check_events(client, names: dict[str, str], seen: dict[str, set[str]]) -> None:
     result = client.ask("events please", session="events").wait(timeout=30)
     assert result.status == "ok", result.error
 
@@ -55,4 +65,3 @@ def test_a_turns_tasks_reach_an_event_receiver(client, fake):
     assert {names[i] for i in done} == {AGENT_STEP, TTS_SPEAK}, dict(names)
     assert len(done) >= 3  # the step, and a TTS task per sentence
     assert all({"task-received", "task-succeeded"} <= seen[i] for i in done), dict(seen)
-    app.close()
