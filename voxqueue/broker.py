@@ -155,8 +155,8 @@ class Channel(kombu_redis.Channel):
         queues = list(dict.fromkeys(self.active_queues))
         if len(queues) != 1 or self.global_keyprefix or self.priority_steps != [0]:
             self._inflight_queue = None
-            if self._sweeper_turn_due(monotonic()):
-                self._take_sweeper_turn(None)
+            if self._sweeper_turn_due(now := monotonic()):
+                self._mark_and_try_turn(None, trying=True, now=now)
             return super()._brpop_start(timeout)
         queue = queues[0]
         key = inflight_key(queue, self._channel_id)
@@ -212,21 +212,18 @@ class Channel(kombu_redis.Channel):
         and try for the sweeper's turn when due, in one round trip."""
         now = monotonic()
         mark = now - self._alive_at >= self.lease_s / 4
-        if mark:
-            self._alive_at = now
-        if mark or self._sweeper_turn_due(now):
-            self._take_sweeper_turn(key if mark else None)
+        trying = self._sweeper_turn_due(now)
+        if mark or trying:
+            self._mark_and_try_turn(key if mark else None, trying=trying, now=now)
 
     def _sweeper_turn_due(self, now: float) -> bool:
         transport = self.connection
         return (now - self._turn_tried_at >= self.takeover_s
                 and isinstance(transport, Transport) and transport.wants_sweeper_turn())
 
-    def _take_sweeper_turn(self, alive_key: str | None) -> None:
-        """Mark ``alive_key`` alive (if given) and, when due, try for the sweeper's turn; a
-        turn taken starts this process's sweeps."""
-        now = monotonic()
-        trying = self._sweeper_turn_due(now)
+    def _mark_and_try_turn(self, alive_key: str | None, *, trying: bool, now: float) -> None:
+        """In one round trip: mark ``alive_key`` alive (if given) and (``trying``) try for the
+        sweeper's turn, as of ``now``; a turn taken starts this process's sweeps."""
         try:
             with self.conn_or_acquire() as client:
                 pipe = client.pipeline(transaction=False)
@@ -239,6 +236,8 @@ class Channel(kombu_redis.Channel):
                 replies = pipe.execute()
         except InconsistencyError:
             return
+        if alive_key is not None:
+            self._alive_at = now
         if trying:
             self._turn_tried_at = now
             if replies[-1]:

@@ -45,8 +45,7 @@ def rechunk(chunks: Iterable[bytes], *, first: int = FIRST_CHUNK_BYTES,
     want = first
     #: When the listener will have played everything sent (None: nothing to play yet).
     played_by: float | None = None
-    ahead = None if busy_until is None else busy_until - clock()
-    if busy_until is not None and ahead is not None and ahead > low_water_s:
+    if busy_until is not None and (ahead := busy_until - clock()) > low_water_s:
         played_by = busy_until
         want = min(max_bytes, max(size, int(ahead / 2 * rate) * 2))
     source = iter(chunks)
