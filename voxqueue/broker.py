@@ -76,8 +76,13 @@ class QoS(kombu_redis.QoS):
     def restore_visible(self, start: int = 0, num: int = 10, interval: int = 10) -> bool:
         """The sweeps that give a dead worker's messages back: kombu's (expired leases) and
         ours (in-flight lists of dead channels), when this process holds the sweeper's turn
-        (taking it if free). Returns whether it does."""
+        (taking it if free). Returns whether it does. kombu also calls this from a synchronous
+        ``drain_events`` (a client's ``inspect``, say): a process that runs no event loop could
+        not keep sweeping, so it never takes the turn (nor sweeps)."""
         channel = self.channel
+        transport = channel.connection
+        if not (isinstance(transport, Transport) and transport.sweeps_on_a_loop()):
+            return False
         try:
             with channel.conn_or_acquire() as client:
                 if not hold_sweep_turn(client, "unacked", channel._channel_id,
@@ -264,10 +269,14 @@ class Transport(kombu_redis.Transport):
         self._sweep_every = float(
             connection.client.transport_options.get("unacked_restore_interval", 1))
 
+    def sweeps_on_a_loop(self) -> bool:
+        """Whether this process can sweep each second: it runs an event loop."""
+        return self._loop is not None
+
     def wants_sweeper_turn(self) -> bool:
-        """Whether this process could sweep (it runs an event loop) and does not yet."""
+        """Whether this process could sweep and does not yet."""
         cycle: Any = self.cycle
-        return self._loop is not None and cycle._restore_messages_tref is None
+        return self.sweeps_on_a_loop() and cycle._restore_messages_tref is None
 
     def start_sweeping(self) -> None:
         """Sweep each interval for as long as this process keeps the sweeper's turn."""

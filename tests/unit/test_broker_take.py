@@ -167,3 +167,12 @@ def test_one_process_sweeps_each_second_the_others_only_try_for_the_turn_when_th
         assert len(loops[1].later) == 1, "the other process took the turn over"
         loops[0].later.pop()[1]()  # the first finds it lost the turn: no more sweeps there
         assert loops[0].later == []
+
+
+def test_a_process_without_an_event_loop_never_takes_the_sweepers_turn(url):
+    """kombu sweeps from a synchronous ``drain_events`` too (a client's ``inspect``): such a
+    process could not keep sweeping each second, so it leaves the turn to the workers."""
+    r = redis.Redis.from_url(url)
+    with connect(url) as conn:
+        assert conn.default_channel.qos.restore_visible() is False
+    assert r.get("_voxqueue.sweep.unacked") is None
