@@ -263,6 +263,10 @@ class Settings(BaseSettings):
     """Give the voice text for the ear: markdown, URLs, emoji and ids dropped, units, times and
     money in words as the engine reads them right (voxqueue/spoken). The reply text in events
     and history is never changed. Off: the voice is given the model's text as written."""
+    gather_sentences: bool = True
+    """Once the reply's first piece is out, later sentences wait to go to TTS together while the
+    listener has enough audio in hand (fewer, longer TTS requests: less CPU per turn and one
+    voice across them). Off: each sentence is a TTS job of its own."""
     first_phrase_words: int = Field(default=4, ge=0)
     """The reply's first piece may end before a phrase-opening word ("in", "with", "because"…)
     once it has this many words, so speech starts sooner (0: first piece is a whole sentence

@@ -63,15 +63,16 @@ def test_a_markdown_reply_is_spoken_as_plain_sentences_and_kept_as_written(clien
     assert result.status == "ok", result.error
     assert result.reply == MARKDOWN_REPLY.strip()  # events and history keep the model's text
     # Each list item is a sentence of its own; no markup, URL or emoji reaches the voice. The
-    # sentences are synthesized in parallel, so the voice may be asked in any order; they are
-    # heard in their turn's order (seq).
+    # pieces (a sentence, or later sentences gathered) are synthesized in parallel, so the voice
+    # may be asked in any order; they are heard in their turn's order (seq).
     spoken = ["Sure! Here is how.", "Open the garden app.", "Press start.",
               "Tip. Water before 9am."]
     said = [r["json"]["text"] for r in fake.requests_for("tts")]
-    assert sorted(said) == sorted(spoken), said
     starts = sorted((e.event.data["seq"], e.event.data["text"]) for e in turn._entries
                     if e.event.type == "tts-start")
-    assert [text for _seq, text in starts] == spoken, starts
+    assert sorted(said) == sorted(text for _seq, text in starts), said
+    assert starts[0][1] == spoken[0]  # the first piece goes alone, at once
+    assert " ".join(text for _seq, text in starts) == " ".join(spoken), starts
     history = Sessions(client.redis, client.keys, client.settings).history("markdown") or []
     assert history[-1]["content"] == MARKDOWN_REPLY.strip()
 
@@ -116,7 +117,9 @@ def test_one_turn_is_spoken_by_several_tts_workers_and_heard_in_order(fake, tmp_
     """Two TTS worker processes taking one sentence at a time share one turn's sentences."""
     server = RedisServer()
     server.start()
-    system = System(system_env(server.url, fake), tmp_path / "logs", beat=False)
+    # Each sentence a TTS job of its own (not gathered), so that there are four to share.
+    system = System(system_env(server.url, fake, VOXQUEUE_GATHER_SENTENCES="false"),
+                    tmp_path / "logs", beat=False)
     try:
         sup = system.sup
         sup.start_workers(queues=("agent", "tts"), pools={"tts": ("threads", 1)},

@@ -9,6 +9,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -25,16 +26,23 @@ REPLY = ("**Sure!** Here is how:\n\n1. Open the [garden app](https://example.com
          "2. Press `start` 🚀\n")
 
 
-@pytest.fixture(params=[True, False], ids=["filter on", "filter off"])
-def rt(request: pytest.FixtureRequest, redis_server) -> Iterator[Runtime]:  # type: ignore[no-untyped-def]
+@contextmanager
+def speaker_runtime(redis_server, speech_filter: bool) -> Iterator[Runtime]:  # type: ignore[no-untyped-def]
+    """A runtime on a private key prefix whose ``tts`` queue starts and ends empty."""
     url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
     runtime = runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
                                    key_prefix=f"vqs-{uuid.uuid4().hex[:8]}",
-                                   speech_filter=request.param, first_phrase_words=0))
+                                   speech_filter=speech_filter, first_phrase_words=0))
     runtime.redis.delete("tts")
     with installed(runtime):
         yield runtime
     runtime.redis.delete("tts")
+
+
+@pytest.fixture(params=[True, False], ids=["filter on", "filter off"])
+def rt(request: pytest.FixtureRequest, redis_server) -> Iterator[Runtime]:  # type: ignore[no-untyped-def]
+    with speaker_runtime(redis_server, request.param) as runtime:
+        yield runtime
 
 
 def sent_jobs(rt: Runtime) -> list[TtsJob]:
@@ -55,15 +63,21 @@ def new_speaker(rt: Runtime) -> Speaker:
     return Speaker(Stage(rt, spec, "agent", 1), step=1)
 
 
+def pieces_of(speaker: Speaker) -> list[str]:
+    """The text of each piece the speaker sent, in order."""
+    return [" ".join(speaker.sentences[start:start + n]) for start, n in speaker.pieces]
+
+
 def test_the_reply_is_cut_from_what_will_be_said(rt):
     speaker = new_speaker(rt)
     for i in range(0, len(REPLY), 5):  # streamed as a model streams it
         speaker.on_text(REPLY[i:i + 5])
     speaker.finish(REPLY)
     said = [job.text for job in sent_jobs(rt)]
-    assert said == speaker.sentences  # stored with the answer, for a step run again
+    assert said == pieces_of(speaker)  # stored with the answer, for a step run again
     if rt.settings.speech_filter:
-        assert said == ["Sure! Here is how.", "Open the garden app.", "Press start."]
+        assert speaker.sentences == ["Sure! Here is how.", "Open the garden app.", "Press start."]
+        assert " ".join(said) == "Sure! Here is how. Open the garden app. Press start."
     else:  # the model's text, markup and all
         assert "**Sure!**" in said[0] and any("garden app](https://" in s for s in said)
 
@@ -106,4 +120,5 @@ def test_reads_pause_only_once_a_sentence_is_out_and_while_the_listener_has_enou
         token(word, 0.02)
     assert len(slept) == before  # no pause when the next sentence is needed soon
     speaker.finish(LONG)
-    assert [j.text for j in sent_jobs(rt)] == speaker.sentences
+    assert [j.text for j in sent_jobs(rt)] == pieces_of(speaker)
+    assert " ".join(pieces_of(speaker)) == " ".join(speaker.sentences)

@@ -74,6 +74,10 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
         with span("llm.complete", step=step, provider=model.name):
             answer = model.complete(messages, rt.tools.schemas(), deadline=spec.deadline,
                                     on_text=speaker.on_text)
+        if not (answer.tool_calls and step >= rt.settings.max_steps):
+            speaker.finish(answer.text)
+        else:
+            speaker.flush()
     except StreamStopped:
         return None
     except MissingKeyError as exc:
@@ -82,10 +86,10 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
     except ProviderError as exc:
         _give_up(stage, ErrorCode.LLM_FAILED, str(exc))
         return None
-    if not (answer.tool_calls and step >= rt.settings.max_steps):
-        speaker.finish(answer.text)
+    finally:
+        speaker.close()
     record = {"text": answer.text, "calls": [c.as_dict() for c in answer.tool_calls],
-              "sentences": speaker.sentences}
+              "sentences": speaker.sentences, "pieces": speaker.pieces}
     answered = stage.once_with_event(field, "llm-end", {
         "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
         "ttfb_ms": answer.ttfb_ms, "text": answer.text, "usage": answer.usage,
@@ -103,7 +107,7 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
 
 def _replay(stage: Stage, step: int, record: dict[str, Any]) -> Answer:
     """A stored answer; its sentences are sent again only where no earlier attempt sent them."""
-    Speaker(stage, step).resend(record.get("sentences", []))
+    Speaker(stage, step).resend(record.get("sentences", []), record.get("pieces"))
     return Answer(text=record.get("text", ""),
                   tool_calls=[ToolCallRequest(**c) for c in record.get("calls", [])])
 

@@ -1,9 +1,13 @@
-"""Speaking while thinking: reply text is cut into sentences as it streams, and each sentence
-becomes a TTS job at once."""
+"""Speaking while thinking: reply text is cut into sentences as it streams, and the sentences go
+to the ``tts`` queue in pieces: the first at once, later ones gathered while the listener has
+enough to hear."""
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from typing import Any
 
 from voxqueue.contracts import TtsJob
 from voxqueue.sentences import SentenceSplitter
@@ -13,6 +17,8 @@ from workers.runtime import completion, handoff
 from workers.runtime.batching import BLOCKED_READ_S, batch_pause
 from workers.runtime.stage import Stage
 
+log = logging.getLogger(__name__)
+
 #: How often a streaming answer checks for cancellation, barge-in and the deadline (seconds).
 STOP_CHECK_S = 0.1
 #: Speech per character at the quick end (about 20 characters a second): what the sentences
@@ -20,16 +26,29 @@ STOP_CHECK_S = 0.1
 SPEECH_S_PER_CHAR = 0.05
 #: What a sentence sent now needs before its audio reaches the listener, with room to spare.
 NEXT_AUDIO_S = 0.6
+#: Later sentences are gathered into one piece while the listener has more than this in hand.
+GATHER_WHILE_S = 1.0
+#: The most text one gathered piece holds (characters; a single longer sentence goes alone).
+MAX_PIECE_CHARS = 600
 
 
 class Speaker:
-    """Sends one step's reply text to the ``tts`` queue sentence by sentence.
+    """Sends one step's reply text to the ``tts`` queue, a piece at a time.
 
-    Tokens that each wait for the network wake the worker once each. Once a sentence is out
-    and the listener has audio in hand for a while (its length at a quick speaking rate, since
-    it was sent), a token that had to be waited for is followed by a pause of up to
-    ``READ_PAUSE_S`` (``workers/runtime/batching.py``), and the tokens that pile up meanwhile
-    are read at once: fewer wake-ups, and no sentence later than the listener needs it.
+    The first piece goes out as soon as it is cut, so speech starts at once. Each TTS job costs a
+    request to the voice and a task (about a quarter of a turn's CPU each), so later sentences
+    are gathered while the listener has more than ``GATHER_WHILE_S`` of audio in hand (its
+    length at a quick speaking rate, since it was sent): a piece goes out when that runs low
+    (checked at each token, and by a timer when the model is slow to send one), when it
+    reaches ``MAX_PIECE_CHARS``, or when the reply ends. A piece is named by its step and first
+    sentence, and the first attempt to name it fixes how many sentences it holds, so a step run
+    again (its answer stored, or streamed again) sends the same pieces.
+
+    Tokens that each wait for the network wake the worker once each. Once a piece is out and the
+    listener has audio in hand for a while, a token that had to be waited for is followed by a
+    pause of up to ``READ_PAUSE_S`` (``workers/runtime/batching.py``), and the tokens that pile
+    up meanwhile are read at once: fewer wake-ups, and no sentence later than the listener
+    needs it.
     """
 
     clock = staticmethod(time.monotonic)
@@ -38,25 +57,32 @@ class Speaker:
     def __init__(self, stage: Stage, step: int) -> None:
         self.stage = stage
         self.step = step
-        self.splitter = SentenceSplitter(
-            first_phrase_words=stage.rt.settings.first_phrase_words)
+        settings = stage.rt.settings
+        self.splitter = SentenceSplitter(first_phrase_words=settings.first_phrase_words)
         # Sentences are cut from the text as it will be said: markdown list items and headings
         # become sentences of their own; the reply itself (events, history) keeps its markup.
-        self.markdown = MarkdownFilter() if stage.rt.settings.speech_filter else None
+        self.markdown = MarkdownFilter() if settings.speech_filter else None
         self.sentences: list[str] = []
-        """Every piece cut so far, in order: stored with the answer, so that a step run again
-        speaks the same pieces (a whole text is cut differently from a streamed one)."""
+        """Every sentence cut so far, in order: stored with the answer and ``pieces``, so that a
+        step run again speaks the same pieces (a whole text is cut differently from a streamed
+        one)."""
+        self.pieces: list[tuple[int, int]] = []
+        """Each piece sent: its first sentence and how many sentences it holds."""
         self.previous: str | None = None
         self.streamed = False
-        self._held: list[str] = []
+        self.gather = settings.gather_sentences and settings.speak_while_thinking
+        self._next = 0  # the first sentence in no piece yet
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._closed = False
         self._checked = self.clock()
         self._first_sent_at: float | None = None
-        self._speech_s = 0.0  # the sentences sent, at a quick speaking rate
+        self._speech_s = 0.0  # the pieces sent, at a quick speaking rate
         self._returned_at: float | None = None
 
     def on_text(self, delta: str) -> None:
-        """Feed streamed text; whole sentences are sent at once. Raises ``StreamStopped`` when
-        the turn was cancelled or passed its deadline, which ends the model's stream."""
+        """Feed streamed text; whole sentences are sent or gathered. Raises ``StreamStopped``
+        when the turn was cancelled or passed its deadline, which ends the model's stream."""
         self.streamed = True
         now = self.clock()
         waited = self._returned_at is not None and now - self._returned_at >= BLOCKED_READ_S
@@ -64,12 +90,10 @@ class Speaker:
             self._checked = now
             if self.stage.should_stop():
                 raise StreamStopped(f"turn {self.stage.turn_id} stopped")
-        sentences = self._cut(delta)
+        self._add(self._cut(delta))
+        # The sequential design holds every sentence until the reply is complete.
         if self.stage.rt.settings.speak_while_thinking:
-            for sentence in sentences:
-                self.say(sentence)
-        else:  # the sequential design: hold every sentence until the reply is complete
-            self._held.extend(sentences)
+            self._hand_off()
         if waited:
             self._pause()
         self._returned_at = self.clock()
@@ -78,42 +102,112 @@ class Speaker:
         """Let the model's next tokens pile up while the listener has enough to hear."""
         if self._first_sent_at is None:
             return
-        in_hand = self._first_sent_at + self._speech_s - self.clock()
-        if pause := batch_pause(min(in_hand - NEXT_AUDIO_S, self.stage.remaining() - 1)):
+        if pause := batch_pause(min(self._in_hand() - NEXT_AUDIO_S, self.stage.remaining() - 1)):
             self.sleep(pause)
 
     def finish(self, full_text: str) -> None:
         """The step's answer is complete: send what is left (all of it, if nothing streamed)."""
         if not self.streamed and full_text:
-            self._held.extend(self._cut(full_text))
+            self._add(self._cut(full_text))
         if self.markdown is not None:
-            self._held.extend(self.splitter.feed(self.markdown.flush()))
-        for sentence in [*self._held, *self.splitter.flush()]:
-            self.say(sentence)
-        self._held.clear()
+            self._add(self.splitter.feed(self.markdown.flush()))
+        self._add(self.splitter.flush())
+        self._hand_off(final=True)
+
+    def flush(self) -> None:
+        """Send the sentences cut so far (the answer ends without its last words spoken)."""
+        self._hand_off(final=True)
+
+    def close(self) -> None:
+        """The step is over: nothing more is sent (what was gathered and not sent is dropped:
+        the turn was stopped or failed)."""
+        with self._lock:
+            self._closed = True
+            self._cancel_timer()
+
+    def resend(self, sentences: list[str], pieces: list[Any] | None = None) -> None:
+        """The pieces of a stored answer: each is sent unless an earlier attempt sent it.
+        ``pieces`` None (an answer stored one sentence per piece): each sentence alone."""
+        self.sentences = list(sentences)
+        for start, count in pieces or [(i, 1) for i in range(len(sentences))]:
+            with self._lock:
+                self._next = int(start)
+                self._send_piece(int(count), final=True)
 
     def _cut(self, text: str) -> list[str]:
         return self.splitter.feed(self.markdown.feed(text) if self.markdown else text)
 
-    def resend(self, sentences: list[str]) -> None:
-        """The pieces of a stored answer: each is sent unless an earlier attempt sent it."""
-        for sentence in sentences:
-            self.say(sentence)
+    def _add(self, sentences: list[str]) -> None:
+        with self._lock:
+            self.sentences.extend(s for s in sentences if s.strip())
 
-    def say(self, sentence: str) -> None:
+    def _in_hand(self) -> float:
+        """What the listener has yet to hear, at least (0 before the first piece)."""
+        if self._first_sent_at is None:
+            return 0.0
+        return self._first_sent_at + self._speech_s - self.clock()
+
+    def _hand_off(self, *, final: bool = False, due: bool = False) -> None:
+        """Send the sentences not in a piece yet, as pieces, unless they may be gathered a while
+        longer (neither ``final``, the reply is complete, nor ``due``, the timer fired)."""
+        with self._lock:
+            if self._closed or not self.stage.spec.speak:
+                return
+            self._cancel_timer()
+            while (waiting := len(self.sentences) - self._next) > 0:
+                count = self._fits(waiting) if self.gather and self.pieces else 1
+                if (self.gather and self.pieces and count == waiting and not (final or due)
+                        and (spare := self._in_hand() - GATHER_WHILE_S) > 0):
+                    self._timer = threading.Timer(spare, self._on_timer)
+                    self._timer.daemon = True
+                    self._timer.start()
+                    return
+                if not self._send_piece(count, final=final):
+                    return
+
+    def _fits(self, waiting: int) -> int:
+        """How many of the waiting sentences one piece holds (at least one)."""
+        chars = 0
+        for n, sentence in enumerate(self.sentences[self._next:self._next + waiting]):
+            chars += len(sentence) + 1
+            if n and chars > MAX_PIECE_CHARS:
+                return n
+        return waiting
+
+    def _on_timer(self) -> None:
+        try:
+            self._hand_off(due=True)
+        except Exception:  # the step's own thread sends what is left when the reply ends
+            log.warning("turn %s: a gathered piece could not be sent yet", self.stage.turn_id,
+                        exc_info=True)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _send_piece(self, count: int, *, final: bool) -> bool:
+        """Send the next ``count`` sentences as one TTS job, or as many as an earlier attempt put
+        in the piece that starts there; False when that is more than are cut yet."""
         stage = self.stage
-        if not stage.spec.speak or not sentence.strip():
-            return
-        name = f"{self.step}:{len(self.sentences)}"
-        self.sentences.append(sentence)
-        seq, _new, sent = completion.allocate(stage.rt, stage.turn_id, name)
-        previous, self.previous = self.previous, sentence
+        start = self._next
+        piece = completion.allocate(stage.rt, stage.turn_id, f"{self.step}:{start}", count)
+        count = piece.sentences
+        if count > len(self.sentences) - start:
+            if not final:
+                return False  # an earlier attempt gathered more: wait for them
+            count = len(self.sentences) - start  # the text differs now: what there is
+        text = " ".join(self.sentences[start:start + count])
+        previous, self.previous = self.previous, text
         if self._first_sent_at is None:
             self._first_sent_at = self.clock()
-        self._speech_s += len(sentence) * SPEECH_S_PER_CHAR
-        if not sent:
-            handoff.send(stage.rt, TtsJob(turn_id=stage.turn_id, seq=seq, text=sentence,
-                              previous_text=previous, enqueued_at=time.time()))
-            completion.mark_sent(stage.rt, stage.turn_id, seq)
-            if len(self.sentences) == 1:
-                stage.crash_point("agent.mid-stream")
+        self._speech_s += len(text) * SPEECH_S_PER_CHAR
+        if not piece.sent:
+            handoff.send(stage.rt, TtsJob(turn_id=stage.turn_id, seq=piece.seq, text=text,
+                                          previous_text=previous, enqueued_at=time.time()))
+            completion.mark_sent(stage.rt, stage.turn_id, piece.seq)
+        self._next = start + count
+        self.pieces.append((start, count))
+        if len(self.pieces) == 1 and not piece.sent:
+            stage.crash_point("agent.mid-stream")
+        return True

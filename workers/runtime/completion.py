@@ -9,21 +9,33 @@ Each step is idempotent, so an attempt that died half way is completed by the ne
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from voxqueue.contracts import TurnEvent, TurnSpec
 from voxqueue.effects import Fence
 from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.resources import Runtime
 
-# KEYS: turn hash, marker key. ARGV: ttl.
-# Returns {seq, 1 if newly allocated else 0, 1 if its TTS job was sent else 0}.
+
+class Allocated(NamedTuple):
+    seq: int
+    new: bool
+    sent: bool
+    sentences: int
+
+
+# KEYS: turn hash, marker key. ARGV: ttl, how many sentences the piece holds.
+# Returns {seq, 1 if newly allocated else 0, 1 if its TTS job was sent else 0, how many
+# sentences the piece holds (as first allocated: 1 for a marker written before pieces had more)}.
 _ALLOCATE = """
-local seq = redis.call('get', KEYS[2])
-if seq then return {tonumber(seq), 0, redis.call('hexists', KEYS[1], 'sent:' .. seq)} end
-seq = redis.call('hincrby', KEYS[1], 'tts_sent', 1) - 1
-redis.call('set', KEYS[2], seq, 'EX', ARGV[1])
-return {seq, 1, 0}
+local v = redis.call('get', KEYS[2])
+if v then
+  local seq, n = string.match(v, '^(%d+):?(%d*)$')
+  return {tonumber(seq), 0, redis.call('hexists', KEYS[1], 'sent:' .. seq), tonumber(n) or 1}
+end
+local seq = redis.call('hincrby', KEYS[1], 'tts_sent', 1) - 1
+redis.call('set', KEYS[2], seq .. ':' .. ARGV[2], 'EX', ARGV[1])
+return {seq, 1, 0, tonumber(ARGV[2])}
 """
 
 # KEYS: turn hash, done set. ARGV: status ('ok' never replaces an error).
@@ -55,15 +67,17 @@ return {tonumber(total or -1), redis.call('scard', KEYS[2]),
 """
 
 
-def allocate(rt: Runtime, turn_id: str, name: str) -> tuple[int, bool, bool]:
-    """The sequence number of sentence ``name`` (e.g. ``"2:0"``: step 2, first sentence),
-    whether it was new, and whether its TTS job was already sent.
+def allocate(rt: Runtime, turn_id: str, name: str, sentences: int = 1) -> Allocated:
+    """The sequence number of piece ``name`` (e.g. ``"2:0"``: step 2, from its first sentence),
+    whether it was new, whether its TTS job was already sent, and how many sentences it holds.
 
-    The same name always gets the same number, so a redelivered step does not speak twice.
+    The same name always gets the same number and the same extent (the first caller's
+    ``sentences``), so a redelivered step neither speaks twice nor cuts its pieces otherwise.
     """
     keys = [rt.keys.turn(turn_id), rt.keys.marker(turn_id, f"seq:{name}")]
-    seq, new, sent = rt.script(_ALLOCATE)(keys=keys, args=[rt.settings.turn_ttl_s])
-    return int(seq), bool(new), bool(sent)
+    seq, new, sent, extent = rt.script(_ALLOCATE)(
+        keys=keys, args=[rt.settings.turn_ttl_s, sentences])
+    return Allocated(int(seq), bool(new), bool(sent), int(extent))
 
 
 def mark_sent(rt: Runtime, turn_id: str, seq: int) -> None:

@@ -55,10 +55,11 @@ def apologize_and_end(stage: Stage, code: ErrorCode | str, message: str, text: s
                       data={"text": text, "apology": True})
     stage.once_with_event("apology", "error", {"code": str(code), "message": message}).call(
         "XADD", rt.keys.events(stage.turn_id), "*", "e", reply.model_dump_json()).run()
-    seq, _new, sent = completion.allocate(rt, stage.turn_id, "apology")
-    if not sent:
-        handoff.send(rt, TtsJob(turn_id=stage.turn_id, seq=seq, text=text, enqueued_at=now))
-        completion.mark_sent(rt, stage.turn_id, seq)
+    piece = completion.allocate(rt, stage.turn_id, "apology")
+    if not piece.sent:
+        handoff.send(rt, TtsJob(turn_id=stage.turn_id, seq=piece.seq, text=text,
+                                enqueued_at=now))
+        completion.mark_sent(rt, stage.turn_id, piece.seq)
     completion.close(rt, stage.spec, end_status="error")
 
 

@@ -1,0 +1,120 @@
+"""Later sentences of a reply go to TTS gathered into pieces while the listener has enough to
+hear; a step run again sends the same pieces. The jobs are read back from Redis."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.unit.test_speaker_filter import new_speaker, pieces_of, sent_jobs, speaker_runtime
+from workers.agent import speech
+from workers.agent.speech import Speaker
+from workers.runtime import completion
+from workers.runtime.resources import Runtime
+
+FIRST = "This opening sentence gives the listener a few seconds to hear. "  # 63 chars: ~3.2 s
+LATER = ["Then a second sentence comes along. ", "A third one follows it closely. ",
+         "And the fourth ends the reply. "]
+
+
+@pytest.fixture
+def rt(redis_server) -> Iterator[Runtime]:  # type: ignore[no-untyped-def]
+    with speaker_runtime(redis_server, speech_filter=True) as runtime:
+        yield runtime
+
+
+def fake_clock(speaker: Speaker) -> list[float]:
+    clock = [1000.0]
+    speaker.clock = lambda: clock[0]  # type: ignore[method-assign]
+    speaker.sleep = lambda s: None  # type: ignore[method-assign]
+    return clock
+
+
+def test_later_sentences_are_gathered_while_the_listener_has_enough(rt):
+    speaker = new_speaker(rt)
+    clock = fake_clock(speaker)
+    speaker.on_text(FIRST)
+    speaker.on_text(LATER[0])  # cuts the first sentence: sent at once
+    assert [j.text for j in sent_jobs(rt)] == [FIRST.strip()]
+    speaker.on_text(LATER[1])  # the second is whole, and the listener has ~3 s: gathered
+    assert len(sent_jobs(rt)) == 1 and speaker._timer is not None
+    clock[0] += 2.5  # ~0.7 s left in hand, under GATHER_WHILE_S: the next token sends them
+    speaker.on_text(LATER[2])
+    jobs = sent_jobs(rt)
+    assert [j.text for j in jobs] == [FIRST.strip(), LATER[0].strip() + " " + LATER[1].strip()]
+    assert jobs[1].previous_text == FIRST.strip()
+    speaker.finish("")  # the rest goes when the reply ends
+    assert [j.text for j in sent_jobs(rt)][2] == LATER[2].strip()
+    assert speaker.pieces == [(0, 1), (1, 2), (3, 1)] and speaker._timer is None
+    assert [j.seq for j in sent_jobs(rt)] == [0, 1, 2]
+    assert [j.text for j in sent_jobs(rt)] == pieces_of(speaker)  # stored with the answer
+
+
+def test_a_piece_holds_at_most_max_piece_chars(rt, monkeypatch):
+    monkeypatch.setattr(speech, "MAX_PIECE_CHARS", 70)
+    speaker = new_speaker(rt)
+    fake_clock(speaker)
+    speaker.on_text(FIRST + "".join(LATER))
+    speaker.finish("")
+    assert [len(j.text) <= 70 for j in sent_jobs(rt)[1:]] == [True, True]
+    assert speaker.pieces == [(0, 1), (1, 2), (3, 1)]
+
+
+def test_a_slow_model_does_not_keep_gathered_sentences_from_the_listener(rt):
+    """The model sends no token for a while: the gathered sentence goes when the listener's
+    audio runs low, without waiting for the next token."""
+    speaker = new_speaker(rt)  # the real clock
+    short = "Twenty five chars of it. "  # ~1.25 s at the quick rate: 0.25 s to spare
+    speaker.on_text(short + LATER[0])
+    speaker.on_text("More")  # cuts the second sentence: gathered for now
+    assert len(sent_jobs(rt)) == 1
+    time.sleep(0.6)  # no token comes
+    assert [j.text for j in sent_jobs(rt)] == [short.strip(), LATER[0].strip()]
+    speaker.close()
+
+
+def test_a_stopped_step_sends_nothing_it_had_gathered(rt):
+    speaker = new_speaker(rt)
+    fake_clock(speaker)
+    speaker.on_text(FIRST + LATER[0] + "More")
+    speaker.close()  # cancelled, or the model failed
+    speaker.finish("")
+    assert len(sent_jobs(rt)) == 1 and speaker._timer is None
+
+
+def test_a_step_streamed_again_sends_the_pieces_of_the_first_attempt(rt):
+    """The first attempt sent sentence 0 and named the piece of sentences 1-2, then died before
+    sending it; the attempt after it gathers differently (the listener is in another place)
+    but sends sentences 1-2 as that one piece, under its number, and no piece twice."""
+    first = new_speaker(rt)
+    fake_clock(first)
+    first.on_text(FIRST + LATER[0] + LATER[1] + "And")
+    turn = first.stage.turn_id
+    named = completion.allocate(rt, turn, "1:1", 2)  # what its hand-off did before it died
+    assert len(sent_jobs(rt)) == 1
+    again = Speaker(first.stage, step=1)
+    again.gather = False  # each sentence alone, were it not for the earlier attempt's piece
+    again.on_text(FIRST + LATER[0] + LATER[1] + LATER[2])
+    again.finish("")
+    jobs = sent_jobs(rt)
+    assert [j.text for j in jobs] == [FIRST.strip(), LATER[0].strip() + " " + LATER[1].strip(),
+                                      LATER[2].strip()]
+    assert jobs[1].seq == named.seq and again.pieces == [(0, 1), (1, 2), (3, 1)]
+
+
+def test_a_stored_answer_is_spoken_again_in_its_pieces_only_where_unsent(rt):
+    speaker = new_speaker(rt)
+    fake_clock(speaker)
+    speaker.on_text(FIRST + "".join(LATER))
+    speaker.finish("")
+    sent = sent_jobs(rt)
+    replay = Speaker(speaker.stage, step=1)
+    replay.resend(speaker.sentences, [list(p) for p in speaker.pieces])  # as stored, in JSON
+    assert sent_jobs(rt) == sent  # all were sent: nothing again
+    rt.redis.hdel(rt.keys.turn(speaker.stage.turn_id), f"sent:{sent[-1].seq}")
+    Speaker(speaker.stage, step=1).resend(speaker.sentences, speaker.pieces)
+    again = sent_jobs(rt)
+    assert len(again) == len(sent) + 1 and again[-1].text == sent[-1].text
+    assert again[-1].seq == sent[-1].seq  # the same job: its receiver runs it once
