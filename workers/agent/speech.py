@@ -153,15 +153,18 @@ class Speaker:
         with self._lock:
             if self._closed or not self.stage.spec.speak:
                 return
-            self._cancel_timer()
             while (waiting := len(self.sentences) - self._next) > 0:
                 count = self._fits(waiting) if self.gather and self.pieces else 1
                 if (self.gather and self.pieces and count == waiting and not (final or due)
                         and (spare := self._in_hand() - GATHER_WHILE_S) > 0):
-                    self._timer = threading.Timer(spare, self._on_timer)
-                    self._timer.daemon = True
-                    self._timer.start()
+                    # Due when the listener's audio runs low: a moment that moves only when a
+                    # piece is sent, so one timer serves until then.
+                    if self._timer is None:
+                        self._timer = threading.Timer(spare, self._on_timer)
+                        self._timer.daemon = True
+                        self._timer.start()
                     return
+                self._cancel_timer()
                 if not self._send_piece(count, final=final):
                     return
 
