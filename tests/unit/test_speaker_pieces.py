@@ -3,6 +3,7 @@ hear; a step run again sends the same pieces. The jobs are read back from Redis.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Iterator
 
@@ -11,7 +12,7 @@ import pytest
 from tests.unit.test_speaker_filter import new_speaker, pieces_of, sent_jobs, speaker_runtime
 from workers.agent import speech
 from workers.agent.speech import Speaker
-from workers.runtime import completion
+from workers.runtime import completion, handoff
 from workers.runtime.resources import Runtime
 
 FIRST = "This opening sentence gives the listener a few seconds to hear. "  # 63 chars: ~3.2 s
@@ -118,3 +119,22 @@ def test_a_stored_answer_is_spoken_again_in_its_pieces_only_where_unsent(rt):
     again = sent_jobs(rt)
     assert len(again) == len(sent) + 1 and again[-1].text == sent[-1].text
     assert again[-1].seq == sent[-1].seq  # the same job: its receiver runs it once
+
+
+def test_a_piece_sent_by_the_timer_is_sent_in_the_step_s_context(rt, monkeypatch):
+    """The step's context (its trace span lives there) reaches the timer's send."""
+    step_span: contextvars.ContextVar[str] = contextvars.ContextVar("step_span", default="none")
+    seen: list[str] = []
+    real_send = handoff.send
+
+    def send(*args: object, **kwargs: object) -> None:
+        seen.append(step_span.get())
+        real_send(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(handoff, "send", send)
+    step_span.set("agent.step")
+    speaker = new_speaker(rt)
+    speaker.on_text("Twenty five chars of it. " + LATER[0] + "More")
+    time.sleep(0.6)  # the gathered sentence goes by the timer
+    assert len(sent_jobs(rt)) == 2 and seen == ["agent.step", "agent.step"]
+    speaker.close()

@@ -4,6 +4,7 @@ enough to hear."""
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
@@ -160,7 +161,9 @@ class Speaker:
                     # Due when the listener's audio runs low: a moment that moves only when a
                     # piece is sent, so one timer serves until then.
                     if self._timer is None:
-                        self._timer = threading.Timer(spare, self._on_timer)
+                        # In the step's context, so the job it sends carries the step's trace.
+                        context = contextvars.copy_context()
+                        self._timer = threading.Timer(spare, context.run, (self._on_timer,))
                         self._timer.daemon = True
                         self._timer.start()
                     return
