@@ -54,11 +54,11 @@ def sent_jobs(rt: Runtime) -> list[TtsJob]:
     return jobs
 
 
-def new_speaker(rt: Runtime) -> Speaker:
-    """The speaker of step 1 of a new spoken turn."""
+def new_speaker(rt: Runtime, speak: bool = True) -> Speaker:
+    """The speaker of step 1 of a new turn (spoken, unless ``speak`` is False)."""
     now = time.time()
     spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id="s", input="text", text="how?",
-                    created_at=now, deadline=now + 30, speak=True)
+                    created_at=now, deadline=now + 30, speak=speak)
     rt.store.create(spec)
     return Speaker(Stage(rt, spec, "agent", 1), step=1)
 

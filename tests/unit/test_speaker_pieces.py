@@ -138,3 +138,14 @@ def test_a_piece_sent_by_the_timer_is_sent_in_the_step_s_context(rt, monkeypatch
     time.sleep(0.6)  # the gathered sentence goes by the timer
     assert len(sent_jobs(rt)) == 2 and seen == ["agent.step", "agent.step"]
     speaker.close()
+
+
+def test_a_turn_that_is_not_spoken_sends_no_piece_live_or_replayed(rt):
+    speaker = new_speaker(rt, speak=False)
+    fake_clock(speaker)
+    speaker.on_text(FIRST + "".join(LATER))
+    speaker.finish("")
+    assert speaker.sentences and speaker.pieces == [] and sent_jobs(rt) == []
+    Speaker(speaker.stage, step=1).resend(speaker.sentences, None)  # a step run again
+    assert sent_jobs(rt) == []
+    assert rt.redis.hget(rt.keys.turn(speaker.stage.turn_id), "tts_sent") is None

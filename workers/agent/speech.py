@@ -130,6 +130,8 @@ class Speaker:
         """The pieces of a stored answer: each is sent unless an earlier attempt sent it.
         ``pieces`` None (an answer stored one sentence per piece): each sentence alone."""
         self.sentences = list(sentences)
+        if not self.stage.spec.speak:
+            return
         for start, count in pieces or [(i, 1) for i in range(len(sentences))]:
             with self._lock:
                 self._next = int(start)

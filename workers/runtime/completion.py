@@ -1,7 +1,8 @@
 """When a turn is complete: which sentences are to be spoken, which are done; the last one ends
 the turn. Every stage that speaks or ends a turn goes through here.
 
-Sentences get contiguous sequence numbers as they are produced (so a player knows what comes
+Pieces of the reply (a sentence, or later sentences gathered: ``workers/agent/speech.py``) get
+contiguous sequence numbers as they are produced (so a player knows what comes
 next); the number of sentences is known only when the reply is complete (``close``). Whichever
 finishes last (the final sentence's TTS task or the agent closing the reply) ends the turn.
 Each step is idempotent, so an attempt that died half way is completed by the next one.
