@@ -132,7 +132,9 @@ class Speaker:
         self.sentences = list(sentences)
         if not self.stage.spec.speak:
             return
-        for start, count in pieces or [(i, 1) for i in range(len(sentences))]:
+        if pieces is None:
+            pieces = [(i, 1) for i in range(len(sentences))]
+        for start, count in pieces:
             with self._lock:
                 self._next = int(start)
                 self._send_piece(int(count), final=True)
@@ -157,8 +159,9 @@ class Speaker:
             if self._closed or not self.stage.spec.speak:
                 return
             while (waiting := len(self.sentences) - self._next) > 0:
-                count = self._fits(waiting) if self.gather and self.pieces else 1
-                if (self.gather and self.pieces and count == waiting and not (final or due)
+                gathering = self.gather and bool(self.pieces)  # never the first piece
+                count = self._fits(waiting) if gathering else 1
+                if (gathering and count == waiting and not (final or due)
                         and (spare := self._in_hand() - GATHER_WHILE_S) > 0):
                     # Due when the listener's audio runs low: a moment that moves only when a
                     # piece is sent, so one timer serves until then.

@@ -19,6 +19,9 @@ from workers.runtime.resources import Runtime
 
 
 class Allocated(NamedTuple):
+    """A piece's sequence number, whether this call made it, whether its TTS job was sent, and
+    how many sentences it holds."""
+
     seq: int
     new: bool
     sent: bool
