@@ -1,11 +1,13 @@
 """CPU per turn and idle CPU of an earlier commit and of this checkout, side by side.
 
     .venv/bin/python -m bench.cpu_before_after --before REF [--rounds 2] [--turns 60]
+        [--after-env VOXQUEUE_X=value ...]
 
 Checks REF out in a temporary git worktree and runs ``bench.cpu_per_turn`` (this checkout's
 copy, so both sides are measured the same way) in it and here, alternating which goes first
 each round, on this checkout's environment. Prints the medians by process, before and after,
-and each side's multiple of the floor it measured in the same run.
+and each side's multiple of the floor it measured in the same run. ``--after-env`` runs the
+"after" side with a setting (``--before HEAD`` then compares a setting with the default).
 """
 
 from __future__ import annotations
@@ -23,15 +25,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_side(tree: Path, turns: int, out: Path) -> dict[str, Any]:
+def run_side(tree: Path, turns: int, out: Path, env: list[str]) -> dict[str, Any]:
     subprocess.run([sys.executable, "-m", "bench.cpu_per_turn", "--turns", str(turns),
-                    "--json", str(out)], cwd=tree, check=True,
-                   stdout=subprocess.DEVNULL)
+                    "--json", str(out), *(f"--env={pair}" for pair in env)], cwd=tree,
+                   check=True, stdout=subprocess.DEVNULL)
     return dict(json.loads(out.read_text()))
 
 
 def median_of(runs: list[dict[str, Any]], part: str, key: str) -> float:
-    return statistics.median(r[part].get(key, 0.0) for r in runs)
+    return statistics.median(r.get(part, {}).get(key, 0.0) for r in runs)
 
 
 def main() -> None:
@@ -39,6 +41,8 @@ def main() -> None:
     parser.add_argument("--before", required=True, help="the commit to compare with")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--after-env", action="append", default=[], metavar="VOXQUEUE_X=value",
+                        help="a setting for the after side's processes (repeatable)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="vq-before-"))
     before_tree = work / "tree"
@@ -51,7 +55,8 @@ def main() -> None:
         for i in range(args.rounds):
             order = [("before", before_tree), ("after", ROOT)]
             for name, tree in order if i % 2 == 0 else order[::-1]:
-                sides[name].append(run_side(tree, args.turns, work / f"{name}-{i}.json"))
+                sides[name].append(run_side(tree, args.turns, work / f"{name}-{i}.json",
+                                            args.after_env if name == "after" else []))
                 print(f"round {i + 1}: {name} done", file=sys.stderr)
         report(sides, args)
     finally:
@@ -65,13 +70,16 @@ def report(sides: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> 
     roles = sorted({k for runs in sides.values() for r in runs for k in r["per_turn"]},
                    key=lambda k: -median_of(sides["before"], "per_turn", k))
     print(f"{args.rounds} rounds of {args.turns} typed turns per side (medians); before: "
-          f"{args.before}")
-    print("| process | idle ms/s, before | after | CPU ms per turn, before | after |")
-    print("|---|---|---|---|---|")
+          f"{args.before}" + (f"; after with {' '.join(args.after_env)}"
+                              if args.after_env else ""))
+    print("| process | idle ms/s, before | after | CPU ms per turn, before | after | "
+          "wake-ups per turn, before | after |")
+    print("|---|---|---|---|---|---|---|")
     for role in roles:
-        cells = [median_of(sides[s], part, role) for part in ("idle", "per_turn")
+        cells = [median_of(sides[s], part, role) for part in ("idle", "per_turn", "switches")
                  for s in ("before", "after")]
-        print(f"| {role} | {cells[0]:.1f} | {cells[1]:.1f} | {cells[2]:.1f} | {cells[3]:.1f} |")
+        print(f"| {role} | {cells[0]:.1f} | {cells[1]:.1f} | {cells[2]:.1f} | {cells[3]:.1f} | "
+              f"{cells[4]:.0f} | {cells[5]:.0f} |")
     totals = {}
     for side, runs in sides.items():
         per_turn = [sum(v for k, v in r["per_turn"].items() if k in ours) for r in runs]

@@ -1,6 +1,7 @@
 """Where a turn's CPU goes, against its floor, and what an idle system spends.
 
     .venv/bin/python -m bench.cpu_per_turn [--turns 60] [--concurrency 12] [--idle-s 20]
+        [--env VOXQUEUE_X=value ...]
 
 Everything ``voxqueue up`` runs (the workers with their default pools and processes, beat, the
 metrics exporter, Flower) on a private Redis, with the fake providers (``bench.latency``'s
@@ -8,7 +9,8 @@ profile) in a process of their own. In one run:
 
 1. idle: CPU ms per second of each process, nothing asked;
 2. typed questions with a three-sentence spoken reply, N at C concurrently: CPU ms per turn by
-   process, from ``/proc``;
+   process, from ``/proc``, and how often its threads gave up the CPU (context switches: each
+   a wake-up, to a read that waited, a sleep, the interpreter lock) with the CPU per wake-up;
 3. the floor (``bench.cpu_floor``): a bare Celery chain with the same hops (the agent's step,
    one task per sentence) on worker processes like ours, relaying the same audio bytes in the
    same chunks, read by the client the same way: CPU ms per turn, and ours as a multiple of it.
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import cpu_floor
-from bench.harness import BenchSystem, bench_system, cpu_seconds
+from bench.harness import BenchSystem, bench_system, context_switches, cpu_seconds
 from bench.latency import PROFILE, REPLY, run_turns
 from bench.profiles import Profiles
 from tests.conftest import free_port
@@ -52,11 +54,17 @@ def start_like_up(system: BenchSystem) -> None:
     time.sleep(8)  # their start-up is not idle time
 
 
-def cpu_per(pids: dict[str, int], run: Callable[[], Any], per: float) -> dict[str, float]:
-    """CPU ms of each process while ``run`` runs, divided by ``per``."""
-    before = {role: cpu_seconds(pid) for role, pid in pids.items()}
+def cpu_per(pids: dict[str, int], run: Callable[[], Any], per: float,
+            switches: dict[str, float] | None = None) -> dict[str, float]:
+    """CPU ms of each process while ``run`` runs, divided by ``per`` (and, into ``switches``,
+    its context switches, divided by ``per``)."""
+    before = {role: (cpu_seconds(pid), context_switches(pid)) for role, pid in pids.items()}
     run()
-    return {role: (cpu_seconds(pid) - before[role]) * 1000 / per for role, pid in pids.items()}
+    if switches is not None:
+        switches.update({role: (context_switches(pid) - before[role][1]) / per
+                         for role, pid in pids.items()})
+    return {role: (cpu_seconds(pid) - before[role][0]) * 1000 / per
+            for role, pid in pids.items()}
 
 
 def by_role(cpu: dict[str, float]) -> dict[str, float]:
@@ -81,8 +89,12 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, default=None,
                         help="a directory (outside the repository) for py-spy profiles of the "
                              "turns")
+    parser.add_argument("--env", action="append", default=[], metavar="VOXQUEUE_X=value",
+                        help="a setting for every process of the run (repeatable)")
     args = parser.parse_args()
-    with bench_system(PROFILE, separate_fake=True, processes=DEFAULT_PROCESSES) as system:
+    env = dict(pair.split("=", 1) for pair in args.env)
+    with bench_system(PROFILE, separate_fake=True, processes=DEFAULT_PROCESSES,
+                      **env) as system:
         start_like_up(system)
         system.fake.script_chat({"repeat": True, "content": REPLY})
         workers = {k: v for k, v in system.pids.items() if k.split("-")[0] in OURS}
@@ -103,7 +115,9 @@ def main() -> None:
         profiles = Profiles(args.profile, workers) if args.profile else None
         if profiles:
             profiles.start()
-        real = by_role(cpu_per(system.pids, ours, args.turns))
+        switches: dict[str, float] = {}
+        real = by_role(cpu_per(system.pids, ours, args.turns, switches))
+        switches = by_role(switches)
         if profiles:
             profiles.stop()
         sentences = audio_chunks(turns[0])
@@ -117,10 +131,10 @@ def main() -> None:
             for proc in floor_procs:
                 proc.terminate()
                 proc.wait(15)
-    report(idle, real, floor, sentences, args)
+    report(idle, real, switches, floor, sentences, args)
     if args.json:
         args.json.write_text(json.dumps({"idle": idle, "per_turn": real, "floor": floor,
-                                         "ours": list(OURS)}))
+                                         "switches": switches, "ours": list(OURS)}))
     if profiles:
         print(profiles.summary())
     if idle_profiles:
@@ -155,27 +169,36 @@ def floor_cpu(system: BenchSystem, procs: list[Any], url: str, sentences: list[l
             list(pool.map(lambda _: cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences),
                           range(args.turns)))
 
-    cpu = cpu_per(pids, run, args.turns)
+    woke: dict[str, float] = {}
+    cpu = cpu_per(pids, run, args.turns, woke)
     return {"workers": sum(v for k, v in cpu.items() if k.startswith("floor")),
+            "workers_wake_ups": sum(v for k, v in woke.items() if k.startswith("floor")),
             "redis": cpu["redis"], "benchmark (listeners)": cpu["benchmark (listeners)"]}
 
 
-def report(idle: dict[str, float], real: dict[str, float], floor: dict[str, float],
-           sentences: list[list[int]], args: argparse.Namespace) -> None:
+def report(idle: dict[str, float], real: dict[str, float], switches: dict[str, float],
+           floor: dict[str, float], sentences: list[list[int]],
+           args: argparse.Namespace) -> None:
     audio = sum(map(sum, sentences))
     print(f"\n{args.turns} typed turns, {args.concurrency} at a time, a "
-          f"{len(sentences)}-sentence reply ({audio // 1000} KB of audio in "
-          f"{sum(map(len, sentences))} chunks); idle over {args.idle_s:g} s")
-    print("| process | idle, CPU ms per s | CPU ms per turn |")
-    print("|---|---|---|")
+          f"{len(sentences)}-piece reply ({audio // 1000} KB of audio in "
+          f"{sum(map(len, sentences))} chunks); idle over {args.idle_s:g} s"
+          + (f"; {' '.join(args.env)}" if args.env else ""))
+    print("| process | idle, CPU ms per s | CPU ms per turn | wake-ups per turn | "
+          "CPU µs per wake-up |")
+    print("|---|---|---|---|---|")
     for role in sorted(real, key=lambda k: -real[k]):
-        print(f"| {role} | {idle.get(role, 0.0):.1f} | {real[role]:.1f} |")
+        woke = switches.get(role, 0.0)
+        print(f"| {role} | {idle.get(role, 0.0):.1f} | {real[role]:.1f} | {woke:.0f} | "
+              f"{real[role] * 1000 / woke if woke else 0:.0f} |")
     ours = sum(v for k, v in real.items() if k in OURS)
     ours_idle = sum(v for k, v in idle.items() if k in OURS)
-    print(f"| **our processes** | **{ours_idle:.1f}** | **{ours:.1f}** |")
+    ours_woke = sum(v for k, v in switches.items() if k in OURS)
+    print(f"| **our processes** | **{ours_idle:.1f}** | **{ours:.1f}** | **{ours_woke:.0f}** | "
+          f"**{ours * 1000 / max(ours_woke, 1e-9):.0f}** |")
     print(f"\nfloor (bare Celery chain of the same hops relaying the same bytes), CPU ms per "
-          f"turn: workers {floor['workers']:.1f}, Redis {floor['redis']:.1f}, client "
-          f"{floor['benchmark (listeners)']:.1f}")
+          f"turn: workers {floor['workers']:.1f} (in {floor['workers_wake_ups']:.0f} wake-ups), "
+          f"Redis {floor['redis']:.1f}, client {floor['benchmark (listeners)']:.1f}")
     print(f"our processes per turn / the floor's workers: {ours / floor['workers']:.1f}x; "
           f"Redis: {real.get('redis', 0.0) / max(floor['redis'], 1e-9):.1f}x")
 

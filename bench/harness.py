@@ -41,6 +41,20 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def context_switches(pid: int) -> int:
+    """Times the threads of a process so far gave up the CPU, waiting or preempted (Linux
+    ``/proc``; 0 elsewhere): each is a wake-up to come back from. A thread's count leaves with
+    it: those of threads that ended (a timer's) are not in it."""
+    total = 0
+    for status in Path(f"/proc/{pid}/task").glob("*/status"):
+        try:
+            lines = status.read_text().splitlines()
+        except OSError:  # the thread ended meanwhile
+            continue
+        total += sum(int(line.split()[1]) for line in lines if "ctxt_switches" in line)
+    return total
+
+
 @contextmanager
 def _fake_process(profile: Mapping[str, float] | None) -> Iterator[Any]:
     """The fake providers in a process of their own, so the benchmark's client threads and the
