@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from bench.cpu_per_turn import setting
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -41,7 +43,8 @@ def main() -> None:
     parser.add_argument("--before", required=True, help="the commit to compare with")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--turns", type=int, default=60)
-    parser.add_argument("--after-env", action="append", default=[], metavar="VOXQUEUE_X=value",
+    parser.add_argument("--after-env", action="append", default=[], type=setting,
+                        metavar="VOXQUEUE_X=value",
                         help="a setting for the after side's processes (repeatable)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="vq-before-"))

@@ -67,6 +67,14 @@ def cpu_per(pids: dict[str, int], run: Callable[[], Any], per: float,
             for role, pid in pids.items()}
 
 
+def setting(pair: str) -> str:
+    """``VOXQUEUE_X=value``, as given; anything else is refused."""
+    name, sep, _ = pair.partition("=")
+    if not sep or not name.startswith("VOXQUEUE_"):
+        raise argparse.ArgumentTypeError(f"expected VOXQUEUE_X=value, got {pair!r}")
+    return pair
+
+
 def by_role(cpu: dict[str, float]) -> dict[str, float]:
     """A queue's processes (``tts``, ``tts-2``…) together."""
     out: dict[str, float] = {}
@@ -89,7 +97,8 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, default=None,
                         help="a directory (outside the repository) for py-spy profiles of the "
                              "turns")
-    parser.add_argument("--env", action="append", default=[], metavar="VOXQUEUE_X=value",
+    parser.add_argument("--env", action="append", default=[], type=setting,
+                        metavar="VOXQUEUE_X=value",
                         help="a setting for every process of the run (repeatable)")
     args = parser.parse_args()
     env = dict(pair.split("=", 1) for pair in args.env)
