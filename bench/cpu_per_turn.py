@@ -54,17 +54,15 @@ def start_like_up(system: BenchSystem) -> None:
     time.sleep(8)  # their start-up is not idle time
 
 
-def cpu_per(pids: dict[str, int], run: Callable[[], Any], per: float,
-            switches: dict[str, float] | None = None) -> dict[str, float]:
-    """CPU ms of each process while ``run`` runs, divided by ``per`` (and, into ``switches``,
-    its context switches, divided by ``per``)."""
+def cpu_per(pids: dict[str, int], run: Callable[[], Any],
+            per: float) -> tuple[dict[str, float], dict[str, float]]:
+    """CPU ms and context switches of each process while ``run`` runs, divided by ``per``."""
     before = {role: (cpu_seconds(pid), context_switches(pid)) for role, pid in pids.items()}
     run()
-    if switches is not None:
-        switches.update({role: (context_switches(pid) - before[role][1]) / per
-                         for role, pid in pids.items()})
-    return {role: (cpu_seconds(pid) - before[role][0]) * 1000 / per
-            for role, pid in pids.items()}
+    cpu = {role: (cpu_seconds(pid) - before[role][0]) * 1000 / per for role, pid in pids.items()}
+    switches = {role: (context_switches(pid) - before[role][1]) / per
+                for role, pid in pids.items()}
+    return cpu, switches
 
 
 def setting(pair: str) -> str:
@@ -110,7 +108,7 @@ def main() -> None:
         idle_profiles = Profiles(args.profile / "idle", workers) if args.profile else None
         if idle_profiles:
             idle_profiles.start()
-        idle = by_role(cpu_per(system.pids, lambda: time.sleep(args.idle_s), args.idle_s))
+        idle = by_role(cpu_per(system.pids, lambda: time.sleep(args.idle_s), args.idle_s)[0])
         if idle_profiles:
             idle_profiles.stop()
         run_turns(system, 4, 2, lambda i: system.client.ask("warm up", session=f"w{i}"))
@@ -124,9 +122,7 @@ def main() -> None:
         profiles = Profiles(args.profile, workers) if args.profile else None
         if profiles:
             profiles.start()
-        switches: dict[str, float] = {}
-        real = by_role(cpu_per(system.pids, ours, args.turns, switches))
-        switches = by_role(switches)
+        real, switches = map(by_role, cpu_per(system.pids, ours, args.turns))
         if profiles:
             profiles.stop()
         sentences = audio_chunks(turns[0])
@@ -178,8 +174,7 @@ def floor_cpu(system: BenchSystem, procs: list[Any], url: str, sentences: list[l
             list(pool.map(lambda _: cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences),
                           range(args.turns)))
 
-    woke: dict[str, float] = {}
-    cpu = cpu_per(pids, run, args.turns, woke)
+    cpu, woke = cpu_per(pids, run, args.turns)
     return {"workers": sum(v for k, v in cpu.items() if k.startswith("floor")),
             "workers_wake_ups": sum(v for k, v in woke.items() if k.startswith("floor")),
             "redis": cpu["redis"], "benchmark (listeners)": cpu["benchmark (listeners)"]}
