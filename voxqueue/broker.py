@@ -198,8 +198,23 @@ class Channel(kombu_redis.Channel):
 
     def close(self) -> None:
         """kombu reads a pending take's reply before closing: up to a take's wait. A pending
-        ``BLMOVE`` is dropped with its connection instead, and whatever it moved already goes
-        back to its queue now (else the lease would, later)."""
+        ``BLMOVE`` is dropped instead (see ``_drop_take``)."""
+        self._drop_take()
+        super().close()
+
+    def _basic_cancel(self, consumer_tag: str) -> Any:
+        """A take pending on a queue no longer consumed is dropped: else the channel's next
+        take, of another queue, waits behind it (a client's ``inspect``, which consumes a new
+        reply queue each time, missed every other answer)."""
+        answer = super()._basic_cancel(consumer_tag)
+        if self._inflight_queue is not None and self._inflight_queue not in self.active_queues:
+            self._drop_take()
+        return answer
+
+    def _drop_take(self) -> None:
+        """Drop a pending ``BLMOVE`` with its connection (the channel's next take connects
+        again), and put back in its queue now whatever it moved already (else the lease
+        would, later)."""
         queue, connection = self._inflight_queue, cast(Any, self._in_poll)
         if connection and queue is not None:
             self._in_poll = None  # type: ignore[assignment]
@@ -210,7 +225,6 @@ class Channel(kombu_redis.Channel):
                     give_back(client, queue, self._channel_id)
             except (InconsistencyError, redis.RedisError, OSError) as exc:
                 log.info("in-flight list left to the lease sweep: %s", exc)
-        super().close()
 
     def _keep_alive(self, key: str) -> None:
         """Mark this channel's in-flight list alive for a lease (at most every quarter lease),

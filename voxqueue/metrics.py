@@ -16,7 +16,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from voxqueue.contracts import TurnSpec
+from voxqueue.contracts import TurnEvent, TurnSpec
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import connect
 from voxqueue.settings import QUEUES, Settings
@@ -24,6 +24,22 @@ from voxqueue.turns import StreamEntry, TurnNotFound, TurnStore
 
 _FAST = (0.001, 0.002, 0.003, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0)
 _SLOW = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 60.0)
+#: A turn's events without their audio, oldest first (id, event, id, event…): the exporter
+#: has no use for the ~400 KB of speech a turn's stream holds, and reading it cost more CPU
+#: (the exporter's and Redis's) than the rest of its work per turn.
+_EVENTS_ONLY = """
+local out = {}
+for _, entry in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do
+  local fields = entry[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'e' then
+      out[#out + 1] = entry[1]
+      out[#out + 1] = fields[i + 1]
+    end
+  end
+end
+return out
+"""
 _START_QUEUE = {"stt-start": "stt", "agent-step": "agent", "tool-start": "tools",
                 "tts-start": "tts"}
 
@@ -109,6 +125,7 @@ class Exporter:
 
             tool_names = offered_tool_names(settings)
         self.metrics = TurnMetrics(tool_names)
+        self._events_only = self.redis.register_script(_EVENTS_ONLY)
         self._stop = threading.Event()
         self._celery: Any = None  # built on the first sample, reused after
 
@@ -142,10 +159,11 @@ class Exporter:
         while not self._stop.is_set():
             now = time.time()
             if now >= next_sample:
-                self.sample_queues(workers=now >= next_workers)
-                next_sample = now + sample_every_s
-                if now >= next_workers:
+                # No worker answering (all starting, or the broker blinked): ask again at the
+                # next sample, not a minute later.
+                if self.sample_queues(workers=now >= next_workers):
                     next_workers = now + workers_every_s
+                next_sample = now + sample_every_s
             block_ms = max(1, int(min(sample_every_s, next_sample - time.time()) * 1000))
             answer: Any = self.redis.xread({self.keys.ended_turns(): last_id}, block=block_ms,
                                            count=100)
@@ -159,21 +177,29 @@ class Exporter:
             spec = self.store.spec(turn_id)
         except TurnNotFound:
             return
-        self.metrics.observe_turn(spec, self.store.history(turn_id))
+        self.metrics.observe_turn(spec, self.events(turn_id))
 
-    def sample_queues(self, workers: bool = True) -> None:
-        """Each queue's depth and (with ``workers``) how many live workers consume it."""
+    def events(self, turn_id: str) -> list[StreamEntry]:
+        """The turn's events, oldest first, without their audio."""
+        flat: Any = self._events_only(keys=[self.keys.events(turn_id)])
+        return [StreamEntry(id=entry_id.decode(), event=TurnEvent.model_validate_json(raw))
+                for entry_id, raw in zip(flat[::2], flat[1::2], strict=True)]
+
+    def sample_queues(self, workers: bool = True) -> bool:
+        """Each queue's depth and (with ``workers``) how many live workers consume it; whether
+        workers were counted (some answered)."""
         pipe = self.redis.pipeline(transaction=False)
         for queue in QUEUES:
             pipe.llen(queue)
         for queue, depth in zip(QUEUES, pipe.execute(), strict=True):
             self.metrics.queue_depth.labels(queue).set(int(depth))
         if not workers:
-            return
+            return False
         try:
             active = self._control().inspect(timeout=1.0).active_queues() or {}
         except Exception:  # the broker blinked: keep the last values
-            return
+            return False
         for queue in QUEUES:
             live = sum(1 for qs in active.values() if any(q["name"] == queue for q in qs))
             self.metrics.workers.labels(queue).set(live)
+        return bool(active)

@@ -63,3 +63,15 @@ def test_histograms_fill_from_turn_events(client, fake):
     assert value(text, "voxqueue_time_to_first_audio_seconds_count") >= 1
     assert value(text, 'voxqueue_workers{queue="tts"}') >= 1
     assert value(text, 'voxqueue_queue_depth{queue="stt"}') == 0
+
+
+def test_the_exporter_reads_a_turns_events_without_its_audio(client, fake):
+    fake.script_chat({"match": "speak", "content": "Here is a sentence. And another one."})
+    result = client.ask("speak to me", session="metrics-audio").wait(timeout=30)
+    assert result.status == "ok"
+    exporter = Exporter(client.settings)
+    history = list(client.store.history(result.turn_id))
+    events = exporter.events(result.turn_id)
+    # Every entry, in order, with the same event; no audio fetched.
+    assert [(e.id, e.event) for e in events] == [(e.id, e.event) for e in history]
+    assert any(e.pcm for e in history) and not any(e.pcm for e in events)

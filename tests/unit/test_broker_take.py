@@ -176,3 +176,31 @@ def test_a_process_without_an_event_loop_never_takes_the_sweepers_turn(url):
     with connect(url) as conn:
         assert conn.default_channel.qos.restore_visible() is False
     assert r.get("_voxqueue.sweep.unacked") is None
+
+
+def test_a_take_pending_on_a_queue_no_longer_consumed_does_not_delay_the_next(url):
+    """A client's ``inspect`` consumes a new reply queue each time: the take left pending on
+    the last one must not hold up the take of the next (it made every other answer late)."""
+    first = Queue(f"q-{uuid.uuid4().hex[:6]}", Exchange("x", type="direct"), routing_key="a")
+    second = Queue(f"q-{uuid.uuid4().hex[:6]}", Exchange("x", type="direct"), routing_key="b")
+    r = redis.Redis.from_url(url)
+    got: list = []
+    with connect(url) as conn:
+        channel = conn.default_channel
+        channel.take_wait_s = 5.0
+        consumer = Consumer(conn, [first], callbacks=[lambda b, m: None], accept=["json"])
+        consumer.consume()
+        with pytest.raises(socket.timeout):
+            conn.drain_events(timeout=0.3)  # a take of `first` is pending now
+        key = inflight_key(first.name, channel._channel_id)
+        r.lpush(key, b"moved")  # as if that take had just moved a message
+        consumer.cancel()
+        assert r.lrange(first.name, 0, -1) == [b"moved"], "what it moved is back in its queue"
+        Consumer(conn, [second], callbacks=[lambda b, m: got.append(b)], accept=["json"],
+                 no_ack=True).consume()
+        publish(url, second, {"n": 3})
+        started = time.monotonic()
+        conn.drain_events(timeout=3)
+        waited = time.monotonic() - started
+    assert got == [{"n": 3}]
+    assert waited < 1.0, f"the next take waited {waited:.1f} s behind the dropped one"
