@@ -12,10 +12,11 @@ time's worth of audio, and the low-water rule holds from its first byte.
 
 A streaming provider sends a piece every few tens of milliseconds, and each piece read on its
 own wakes the reading thread. When the audio arrives by itself (a network stream, ``sleep``
-given), a read that had to wait for its piece is followed by a pause of up to ``READ_PAUSE_S``
-(``workers/runtime/batching.py``) while the listener has enough in hand, and what piled up
-meanwhile is read at once: fewer wake-ups, the same audio, the stream's end seen at most that
-much later.
+given), the reader pauses up to ``READ_PAUSE_S`` (``workers/runtime/batching.py``) while the
+listener has enough in hand, and reads what piled up meanwhile at once: fewer wake-ups, the
+same audio, the stream's end seen at most that much later. It pauses after a read that had to
+wait for its piece, or as soon as the pile is read (the voice's pace, measured at those reads,
+says when), and never for less than two pieces' interval, which would save no wake-up.
 """
 
 from __future__ import annotations
@@ -50,17 +51,22 @@ def rechunk(chunks: Iterable[bytes], *, first: int = FIRST_CHUNK_BYTES,
         want = min(max_bytes, max(size, int(ahead / 2 * rate) * 2))
     source = iter(chunks)
     blocked = True  # whether the last read waited for its piece (one that did not was there)
+    arrival = _Arrival()
     while True:
-        # After a read that waited: pause for half the time the listener can wait, so that
-        # pieces pile up meanwhile.
-        if (sleep is not None and played_by is not None and blocked
-                and (pause := batch_pause((played_by - clock() - low_water_s) / 2))):
+        # After a read that waited, or once what had piled up is read: pause for half the time
+        # the listener can wait, so that pieces pile up meanwhile.
+        if (sleep is not None and played_by is not None
+                and (blocked or arrival.drained(clock()))
+                and (pause := batch_pause((played_by - clock() - low_water_s) / 2))
+                and pause >= 2 * arrival.interval()):
             sleep(pause)
         asked = clock()
         chunk = next(source, None)
         if chunk is None:
             break
-        blocked = clock() - asked >= BLOCKED_READ_S
+        now = clock()
+        blocked = now - asked >= BLOCKED_READ_S
+        arrival.read(len(chunk), now, blocked)
         carry += chunk
         whole = len(carry) - len(carry) % 2
         if not whole:
@@ -75,3 +81,35 @@ def rechunk(chunks: Iterable[bytes], *, first: int = FIRST_CHUNK_BYTES,
     whole = len(carry) - len(carry) % 2
     if whole:
         yield carry[:whole]
+
+
+class _Arrival:
+    """How fast the audio arrives, measured at each read that had to wait for its piece (all
+    that had arrived was read by then): tells when what piled up during a pause is all read,
+    so the reader pauses again at once instead of first waiting on a read for the next piece,
+    and how far apart pieces come (a pause shorter than two of them saves no wake-up)."""
+
+    def __init__(self) -> None:
+        self.first_at: float | None = None
+        self.first = 0  # the first piece's size (arrived at first_at)
+        self.received = 0
+        self.piece = 0  # the last piece's size
+        self.rate: float | None = None  # bytes per second
+
+    def read(self, size: int, now: float, blocked: bool) -> None:
+        if self.first_at is None:
+            self.first_at, self.first = now, size
+        elif blocked and now > self.first_at:
+            self.rate = (self.received + size - self.first) / (now - self.first_at)
+        self.received += size
+        self.piece = size
+
+    def interval(self) -> float:
+        """Seconds between pieces (0 until known)."""
+        return self.piece / self.rate if self.rate else 0.0
+
+    def drained(self, now: float) -> bool:
+        """Whether all that has likely arrived by ``now`` is read (unknown: False)."""
+        if self.rate is None or self.first_at is None:
+            return False
+        return self.received + self.piece > self.first + self.rate * (now - self.first_at)
