@@ -15,7 +15,7 @@ from voxqueue.sentences import SentenceSplitter
 from voxqueue.spoken import MarkdownFilter
 from workers.agent.providers.base import StreamStopped
 from workers.runtime import completion, handoff
-from workers.runtime.batching import BLOCKED_READ_S, batch_pause
+from workers.runtime.batching import BLOCKED_READ_S, Arrival
 from workers.runtime.stage import Stage
 
 log = logging.getLogger(__name__)
@@ -80,6 +80,7 @@ class Speaker:
         self._first_sent_at: float | None = None
         self._speech_s = 0.0  # the pieces sent, at a quick speaking rate
         self._returned_at: float | None = None
+        self._arrival = Arrival()  # the model's pace, one per piece of text
 
     def on_text(self, delta: str) -> None:
         """Feed streamed text; whole sentences are sent or gathered. Raises ``StreamStopped``
@@ -87,6 +88,7 @@ class Speaker:
         self.streamed = True
         now = self.clock()
         waited = self._returned_at is not None and now - self._returned_at >= BLOCKED_READ_S
+        self._arrival.read(1, now, waited)
         if now - self._checked >= STOP_CHECK_S:
             self._checked = now
             if self.stage.should_stop():
@@ -95,15 +97,16 @@ class Speaker:
         # The sequential design holds every sentence until the reply is complete.
         if self.stage.rt.settings.speak_while_thinking:
             self._hand_off()
-        if waited:
-            self._pause()
+        self._pause(waited)
         self._returned_at = self.clock()
 
-    def _pause(self) -> None:
-        """Let the model's next tokens pile up while the listener has enough to hear."""
+    def _pause(self, waited: bool) -> None:
+        """Let the model's next tokens pile up while the listener has enough to hear (after
+        a read that ``waited``, or once what piled up is read)."""
         if self._first_sent_at is None:
             return
-        if pause := batch_pause(min(self._in_hand() - NEXT_AUDIO_S, self.stage.remaining() - 1)):
+        slack = min(self._in_hand() - NEXT_AUDIO_S, self.stage.remaining() - 1)
+        if pause := self._arrival.pause(waited, self.clock(), slack):
             self.sleep(pause)
 
     def finish(self, full_text: str) -> None:

@@ -1,8 +1,9 @@
 """Reading a network stream in batches: each piece that has to be waited for wakes the reading
-thread, so after a read that waited, a short pause lets the next pieces pile up and they are
-read at once. Used where the listener has audio in hand to cover the pause: the voice's stream
-(``workers/tts/chunking.py``) and the model's tokens once a sentence is out
-(``workers/agent/speech.py``)."""
+thread, so a short pause lets the next pieces pile up and they are read at once; the reader
+pauses after a read that waited or once the pile is read (:class:`Arrival` says when), and
+never for less than two pieces' interval. Used where the listener has audio in hand to cover
+the pause: the voice's stream (``workers/tts/chunking.py``) and the model's tokens once a
+sentence is out (``workers/agent/speech.py``)."""
 
 from __future__ import annotations
 
@@ -18,3 +19,45 @@ def batch_pause(slack_s: float) -> float:
     ``READ_PAUSE_S``; 0 when shorter than a sleep is worth."""
     pause = min(READ_PAUSE_S, slack_s)
     return pause if pause >= MIN_READ_PAUSE_S else 0.0
+
+
+class Arrival:
+    """How fast a stream's pieces arrive (in bytes, or one per token), measured at each read
+    that had to wait for its piece (all that had arrived was read by then): tells when what
+    piled up during a pause is all read, so the reader pauses again at once instead of first
+    waiting on a read for the next piece, and how far apart pieces come (a pause shorter than
+    two of them gathers nothing)."""
+
+    def __init__(self) -> None:
+        self.first_at: float | None = None
+        self.first = 0  # the first piece's size (arrived at first_at)
+        self.received = 0
+        self.piece = 0  # the last piece's size
+        self.rate: float | None = None  # bytes per second
+
+    def read(self, size: int, now: float, blocked: bool) -> None:
+        if self.first_at is None:
+            self.first_at, self.first = now, size
+        elif blocked and now > self.first_at:
+            self.rate = (self.received + size - self.first) / (now - self.first_at)
+        self.received += size
+        self.piece = size
+
+    def pause(self, waited: bool, now: float, slack_s: float) -> float:
+        """The pause before the next read, given whether the last one ``waited`` and that the
+        listener can wait ``slack_s`` more: after a read that waited or once the pile is read,
+        ``batch_pause(slack_s)``, unless shorter than two pieces' interval (0: no pause)."""
+        if not (waited or self.drained(now)):
+            return 0.0
+        pause = batch_pause(slack_s)
+        return pause if pause >= 2 * self.interval() else 0.0
+
+    def interval(self) -> float:
+        """Seconds between pieces (0 until known)."""
+        return self.piece / self.rate if self.rate else 0.0
+
+    def drained(self, now: float) -> bool:
+        """Whether all that has likely arrived by ``now`` is read (unknown: False)."""
+        if self.rate is None or self.first_at is None:
+            return False
+        return self.received + self.piece > self.first + self.rate * (now - self.first_at)

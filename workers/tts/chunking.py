@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 from voxqueue.audio import SAMPLE_RATE
-from workers.runtime.batching import BLOCKED_READ_S, batch_pause
+from workers.runtime.batching import BLOCKED_READ_S, Arrival
 
 FIRST_CHUNK_BYTES = 640  # 20 ms of 16 kHz 16-bit audio
 NEXT_CHUNK_BYTES = 8000  # 250 ms, doubled after every chunk
@@ -51,14 +51,12 @@ def rechunk(chunks: Iterable[bytes], *, first: int = FIRST_CHUNK_BYTES,
         want = min(max_bytes, max(size, int(ahead / 2 * rate) * 2))
     source = iter(chunks)
     blocked = True  # whether the last read waited for its piece (one that did not was there)
-    arrival = _Arrival()
+    arrival = Arrival()
     while True:
         # After a read that waited, or once what had piled up is read: pause for half the time
         # the listener can wait, so that pieces pile up meanwhile.
-        if (sleep is not None and played_by is not None
-                and (blocked or arrival.drained(clock()))
-                and (pause := batch_pause((played_by - clock() - low_water_s) / 2))
-                and pause >= 2 * arrival.interval()):
+        if (sleep is not None and played_by is not None and (pause := arrival.pause(
+                blocked, now := clock(), (played_by - now - low_water_s) / 2))):
             sleep(pause)
         asked = clock()
         chunk = next(source, None)
@@ -82,34 +80,3 @@ def rechunk(chunks: Iterable[bytes], *, first: int = FIRST_CHUNK_BYTES,
     if whole:
         yield carry[:whole]
 
-
-class _Arrival:
-    """How fast the audio arrives, measured at each read that had to wait for its piece (all
-    that had arrived was read by then): tells when what piled up during a pause is all read,
-    so the reader pauses again at once instead of first waiting on a read for the next piece,
-    and how far apart pieces come (a pause shorter than two of them saves no wake-up)."""
-
-    def __init__(self) -> None:
-        self.first_at: float | None = None
-        self.first = 0  # the first piece's size (arrived at first_at)
-        self.received = 0
-        self.piece = 0  # the last piece's size
-        self.rate: float | None = None  # bytes per second
-
-    def read(self, size: int, now: float, blocked: bool) -> None:
-        if self.first_at is None:
-            self.first_at, self.first = now, size
-        elif blocked and now > self.first_at:
-            self.rate = (self.received + size - self.first) / (now - self.first_at)
-        self.received += size
-        self.piece = size
-
-    def interval(self) -> float:
-        """Seconds between pieces (0 until known)."""
-        return self.piece / self.rate if self.rate else 0.0
-
-    def drained(self, now: float) -> bool:
-        """Whether all that has likely arrived by ``now`` is read (unknown: False)."""
-        if self.rate is None or self.first_at is None:
-            return False
-        return self.received + self.piece > self.first + self.rate * (now - self.first_at)
