@@ -4,10 +4,10 @@ enough to hear."""
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from voxqueue.contracts import TtsJob
@@ -74,7 +74,7 @@ class Speaker:
         self.gather = settings.gather_sentences and settings.speak_while_thinking
         self._next = 0  # the first sentence in no piece yet
         self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
+        self._timer: Callable[[], None] | None = None  # cancels the gathering's timer
         self._closed = False
         self._checked = self.clock()
         self._first_sent_at: float | None = None
@@ -170,10 +170,7 @@ class Speaker:
                     # piece is sent, so one timer serves until then.
                     if self._timer is None:
                         # In the step's context, so the job it sends carries the step's trace.
-                        context = contextvars.copy_context()
-                        self._timer = threading.Timer(spare, context.run, (self._on_timer,))
-                        self._timer.daemon = True
-                        self._timer.start()
+                        self._timer = self.stage.rt.timers.call_later(spare, self._on_timer)
                     return
                 self._cancel_timer()
                 if not self._send_piece(count, final=final):
@@ -197,7 +194,7 @@ class Speaker:
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
-            self._timer.cancel()
+            self._timer()
             self._timer = None
 
     def _send_piece(self, count: int, *, final: bool) -> bool:

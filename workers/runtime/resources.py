@@ -19,6 +19,7 @@ from voxqueue.keys import Keys
 from voxqueue.redis_conn import connect
 from voxqueue.settings import Settings
 from voxqueue.turns import TurnStore
+from workers.runtime.timers import Timers
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -78,6 +79,11 @@ class Runtime:
     def celery(self) -> Celery:
         """The Celery app tasks are sent with (the worker's own; else one on these settings)."""
         return self._celery if self._celery is not None else self._builders.celery(self)
+
+    @cached_property
+    def timers(self) -> Timers:
+        """The process's short timers, on one thread."""
+        return Timers()
 
     def script(self, source: str) -> Any:
         """A Lua script registered once per process (its SHA is computed once, not per call)."""
