@@ -33,9 +33,10 @@ class Arrival:
         self.first = 0  # the first piece's size (arrived at first_at)
         self.received = 0
         self.piece = 0  # the last piece's size
-        self.rate: float | None = None  # bytes per second
+        self.rate: float | None = None  # size per second (bytes, or tokens)
 
     def read(self, size: int, now: float, blocked: bool) -> None:
+        """A piece of ``size`` read at ``now``; ``blocked``: the read waited for it."""
         if self.first_at is None:
             self.first_at, self.first = now, size
         elif blocked and now > self.first_at:
