@@ -20,6 +20,7 @@ def assemble(spec: TurnSpec, entries: Iterable[StreamEntry]) -> tuple[TurnResult
     transcript = spec.text if spec.input == "text" else None
     reply: str | None = None
     tools: dict[str, ToolCallRecord] = {}
+    asked: dict[str, int] = {}  # each tool call's place in the model's answers
     timings: dict[str, float] = {}
     status = "error"
     error: dict[str, str] | None = None
@@ -39,6 +40,8 @@ def assemble(spec: TurnSpec, entries: Iterable[StreamEntry]) -> tuple[TurnResult
             add("stt", (ev.ts - start.get("stt", ev.ts)) * 1000)
         elif ev.type == "llm-end":
             add("llm", float(d.get("ms", 0.0)))
+            for call in d.get("tool_calls") or []:
+                asked.setdefault(str(call.get("id")), len(asked))
         elif ev.type == "tool-end":
             tools[str(d.get("call_id"))] = ToolCallRecord(
                 name=str(d.get("name")),
@@ -83,7 +86,8 @@ def assemble(spec: TurnSpec, entries: Iterable[StreamEntry]) -> tuple[TurnResult
         session_id=spec.session_id,
         transcript=transcript,
         reply=reply,
-        tool_calls=list(tools.values()),
+        # In the order the model asked for them (they run at once, and end in any order).
+        tool_calls=[tools[c] for c in sorted(tools, key=lambda c: asked.get(c, len(asked)))],
         timings=timings,
         status=status if status in _STATUSES else "error",  # type: ignore[arg-type]
         error=error,

@@ -119,3 +119,27 @@ def test_assemble_orders_audio_by_sequence_and_keeps_the_last_attempt():
     assert drawn["tts sentence 1"].start_ms == pytest.approx(700.0)
     assert drawn["queue → tts"].end_ms == pytest.approx(700.0)
     assert drawn["queue → tts"].ms == pytest.approx(50.0)
+
+
+def test_assemble_lists_tool_calls_in_the_order_the_model_asked_for_them():
+    # Calls of one answer run at once and end in any order; the result keeps the model's.
+    spec = TurnSpec(turn_id="turn-0002", session_id="s", input="text", text="hi",
+                    created_at=100.0, deadline=160.0)
+
+    def entry(type_, ts, **data):
+        return StreamEntry(id="0", event=TurnEvent(type=type_, turn_id="turn-0002", ts=ts,
+                                                   data=data))
+
+    asked = [{"id": "c1", "name": "calculate", "arguments": "{}"},
+             {"id": "c2", "name": "whoami", "arguments": "{}"}]
+    entries = [
+        entry("llm-end", 100.5, ms=400.0, tool_calls=asked),
+        entry("tool-end", 100.6, call_id="c2", name="whoami", ok=True, result="me", ms=1.0),
+        entry("tool-end", 100.7, call_id="c1", name="calculate", ok=True, result="42", ms=2.0),
+        entry("llm-end", 101.0, ms=300.0, tool_calls=[{"id": "c3", "name": "again",
+                                                          "arguments": "{}"}]),
+        entry("tool-end", 101.1, call_id="c3", name="again", ok=True, result="ok", ms=1.0),
+        entry("run-end", 101.5, status="ok"),
+    ]
+    result, _ = assemble(spec, entries)
+    assert [c.name for c in result.tool_calls] == ["calculate", "whoami", "again"]

@@ -23,6 +23,7 @@ class TurnResult(BaseModel):
     transcript: str | None = None
     reply: str | None = None
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
+    """In the order the model asked for them."""
     timings: dict[str, float] = Field(default_factory=dict)
     """Milliseconds per stage, and ``total`` from the end of speech to run-end."""
     audio_path: str | None = None
