@@ -4,6 +4,10 @@ turn, to send gathered sentences when the listener's audio runs low).
 
 Callbacks run one after another on that thread, in the context they were set in, so they must
 be short (sending a job is); one that raises is logged and the others still run.
+
+Not Celery's ``celery.utils.timer2.Timer``: with nothing due it wakes every second, and it
+sleeps through a sooner timer set meanwhile (up to its two-second interval); this thread sleeps
+until the next timer is due and is woken only by a sooner one.
 """
 
 from __future__ import annotations
