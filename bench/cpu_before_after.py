@@ -1,7 +1,7 @@
 """CPU per turn and idle CPU of an earlier commit and of this checkout, side by side.
 
     .venv/bin/python -m bench.cpu_before_after --before REF [--rounds 2] [--turns 60]
-        [--after-env VOXQUEUE_X=value ...]
+        [--idle-s 20] [--after-env VOXQUEUE_X=value ...]
 
 Checks REF out in a temporary git worktree and runs ``bench.cpu_per_turn`` (this checkout's
 copy, so both sides are measured the same way) in it and here, alternating which goes first
@@ -27,9 +27,11 @@ from bench.cpu_per_turn import setting
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_side(tree: Path, turns: int, out: Path, env: list[str]) -> dict[str, Any]:
+def run_side(tree: Path, turns: int, idle_s: float, out: Path,
+             env: list[str]) -> dict[str, Any]:
     subprocess.run([sys.executable, "-m", "bench.cpu_per_turn", "--turns", str(turns),
-                    "--json", str(out), *(f"--env={pair}" for pair in env)], cwd=tree,
+                    "--idle-s", str(idle_s), "--json", str(out),
+                    *(f"--env={pair}" for pair in env)], cwd=tree,
                    check=True, stdout=subprocess.DEVNULL)
     return dict(json.loads(out.read_text()))
 
@@ -43,6 +45,7 @@ def main() -> None:
     parser.add_argument("--before", required=True, help="the commit to compare with")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--idle-s", type=float, default=20.0, help="the idle window per run")
     parser.add_argument("--after-env", action="append", default=[], type=setting,
                         metavar="VOXQUEUE_X=value",
                         help="a setting for the after side's processes (repeatable)")
@@ -58,8 +61,9 @@ def main() -> None:
         for i in range(args.rounds):
             order = [("before", before_tree), ("after", ROOT)]
             for name, tree in order if i % 2 == 0 else order[::-1]:
-                sides[name].append(run_side(tree, args.turns, work / f"{name}-{i}.json",
-                                            args.after_env if name == "after" else []))
+                out = work / f"{name}-{i}.json"
+                env = args.after_env if name == "after" else []
+                sides[name].append(run_side(tree, args.turns, args.idle_s, out, env))
                 print(f"round {i + 1}: {name} done", file=sys.stderr)
         report(sides, args)
     finally:
@@ -72,7 +76,8 @@ def report(sides: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> 
     ours = sides["after"][0]["ours"]
     roles = sorted({k for runs in sides.values() for r in runs for k in r["per_turn"]},
                    key=lambda k: -median_of(sides["before"], "per_turn", k))
-    print(f"{args.rounds} rounds of {args.turns} typed turns per side (medians); before: "
+    print(f"{args.rounds} rounds of {args.turns} typed turns and {args.idle_s:g} s idle per side "
+          f"(medians); before: "
           f"{args.before}" + (f"; after with {' '.join(args.after_env)}"
                               if args.after_env else ""))
     print("| process | idle ms/s, before | after | CPU ms per turn, before | after | "

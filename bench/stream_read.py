@@ -15,6 +15,13 @@ streams at a time, read in each of these ways, alternating round by round, in on
 
 Prints CPU ms and wake-ups (context switches) per stream, and each as a multiple of the
 ``sdk, all there`` read: what the pieces' arrivals cost beyond the parsing of the bytes.
+
+Then the model's side, the same way: the bench reply as chat-completion tokens (60 a second
+after 0.35 s) through the OpenAI SDK as the agent reads them (``workers/agent/providers/
+openai_chat.py``: the SDK's SSE stream, chunks left as JSON), each token as it arrives; in
+batches, the first sentence as it comes, then as the agent pauses at most
+(``workers/runtime/batching.py``, a listener with audio in hand all along: the fewest wake-ups
+the agent's reading can have); and all there at once.
 """
 
 from __future__ import annotations
@@ -32,6 +39,7 @@ from typing import Any
 from bench.latency import PROFILE, REPLY
 from tests.conftest import ROOT
 from tests.fakes import spawn
+from workers.runtime.batching import BLOCKED_READ_S, READ_PAUSE_S, Arrival
 from workers.tts.chunking import rechunk
 
 KEY = "el-bench-0123456789"
@@ -104,6 +112,33 @@ def async_reader(base_url: str) -> Callable[[int], int]:
     return lambda streams: loop.run_until_complete(read_all(streams))
 
 
+def llm_reader(base_url: str, batches: bool = False) -> Callable[[int], int]:
+    import openai
+
+    client = openai.OpenAI(api_key="sk-bench-0123456789", base_url=base_url, max_retries=0)
+    body = {"model": "m", "messages": [{"role": "user", "content": "weather in Lisbon"}],
+            "stream": True, "stream_options": {"include_usage": True}}
+
+    def read_one() -> int:
+        stream = client.post("/chat/completions", body=body, cast_to=object, stream=True,
+                             stream_cls=openai.Stream[object])
+        arrival, n, returned, sentence_out = Arrival(), 0, time.monotonic(), False
+        for chunk in stream:
+            now = time.monotonic()
+            waited = now - returned >= BLOCKED_READ_S
+            for choice in chunk.get("choices") or []:  # type: ignore[attr-defined]
+                text = (choice.get("delta") or {}).get("content") or ""
+                n += len(text)
+                sentence_out = sentence_out or "." in text
+            arrival.read(1, now, waited)
+            if batches and sentence_out and (pause := arrival.pause(waited, now, READ_PAUSE_S)):
+                time.sleep(pause)
+            returned = time.monotonic()
+        return n
+
+    return lambda streams: in_threads(read_one, streams)
+
+
 def measure(read: Callable[[int], int], streams: int) -> tuple[float, float, int]:
     """CPU ms and wake-ups per stream of one round, and the bytes read."""
     cpu0, switches0 = usage()
@@ -128,7 +163,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args()
     paced_proc, paced = spawn(profile=dict(PROFILE), cwd=str(ROOT))
-    at_once_proc, at_once = spawn(profile={**PROFILE, "tts_rtf": 0.0, "tts_ttfb_s": 0.0},
+    at_once_proc, at_once = spawn(profile={**PROFILE, "tts_rtf": 0.0, "tts_ttfb_s": 0.0,
+                                           "llm_ttft_s": 0.0, "llm_tokens_per_s": 0.0},
                                   cwd=str(ROOT))
     try:
         ways = {
@@ -141,11 +177,23 @@ def main() -> None:
         sizes = {name: read(1) for name, read in ways.items()}  # warm-up
         if len(set(sizes.values())) != 1:
             raise SystemExit(f"the ways read different audio: {json.dumps(sizes)}")
+        for fake in (paced, at_once):
+            fake.script_chat({"repeat": True, "content": REPLY})
+        tokens = {
+            "openai sdk, paced": llm_reader(paced.openai_base_url),
+            "openai sdk, paced, in batches": llm_reader(paced.openai_base_url, batches=True),
+            "openai sdk, all there": llm_reader(at_once.openai_base_url),
+        }
+        lengths = {name: read(1) for name, read in tokens.items()}
+        if len(set(lengths.values())) != 1:
+            raise SystemExit(f"the ways read different text: {json.dumps(lengths)}")
         results: dict[str, list[tuple[float, float]]] = {name: [] for name in ways}
+        token_results: dict[str, list[tuple[float, float]]] = {name: [] for name in tokens}
         for _ in range(args.rounds):
-            for name, read in ways.items():
-                cpu, woke, _size = measure(read, args.streams)
-                results[name].append((cpu, woke))
+            for table, readers in ((results, ways), (token_results, tokens)):
+                for name, read in readers.items():
+                    cpu, woke, _size = measure(read, args.streams)
+                    table[name].append((cpu, woke))
     finally:
         for proc in (paced_proc, at_once_proc):
             proc.terminate()
@@ -155,6 +203,12 @@ def main() -> None:
     print("| read | CPU ms | wake-ups | CPU × all there | wake-ups × all there |")
     print("|---|---|---|---|---|")
     for name, cpu, woke, cpu_x, woke_x in ratios(results, "sdk, all there"):
+        print(f"| {name} | {cpu:.1f} | {woke:.0f} | {cpu_x:.1f} | {woke_x:.1f} |")
+    print(f"\nthe bench reply as the model's tokens ({lengths['openai sdk, all there']} "
+          f"characters), {args.streams} streams at a time; medians per stream")
+    print("| read | CPU ms | wake-ups | CPU × all there | wake-ups × all there |")
+    print("|---|---|---|---|---|")
+    for name, cpu, woke, cpu_x, woke_x in ratios(token_results, "openai sdk, all there"):
         print(f"| {name} | {cpu:.1f} | {woke:.0f} | {cpu_x:.1f} | {woke_x:.1f} |")
 
 

@@ -8,17 +8,20 @@ set. A channel that consumes one queue (every worker ``voxqueue up``, compose an
 run) takes it with ``BLMOVE queue inflight`` instead: Redis moves it, atomically, into a list
 of that channel's own, and moves it from there into ``unacked`` in one transaction. The channel
 marks itself alive at each take; a list whose channel stopped doing so for a lease is put back
-in its queue by any worker (:func:`return_orphans`, run with kombu's restore sweep). A channel on
-several queues keeps kombu's ``BRPOP`` (one ``BLMOVE`` waits on one list only).
+in its queue by the sweeper (:func:`voxqueue.broker_sweeps.sweep`, with kombu's restore). A
+channel on several queues keeps kombu's ``BRPOP`` (one ``BLMOVE`` waits on one list only).
 
 **Idle workers sleep.** An idle worker's cost is its wake-ups, so a take waits up to
 :data:`TAKE_WAIT_S` for a message (kombu's ``BRPOP``: 1 s), and a channel that closes while
 taking drops the take's connection and puts back what it moved, instead of waiting for the
 reply. The sweeps of dead workers' messages (kombu's expired leases, our orphaned in-flight
 lists) need doing once a second, not by every process: one process holds the sweeper's turn
-and sweeps each second (:class:`Transport`); the others try to take the turn over with a take
-(in the same round trip as the channel's alive mark) at most every :data:`TAKEOVER_S`, soon
-enough that a dead sweeper's own tasks still run again within a lease and a second.
+and sweeps each second (:class:`Transport`), in one round trip (a script that renews its turn,
+puts back dead channels' lists, and counts expired leases, which kombu's restore then puts
+back: its own mutex and scan, three round trips more, only when there are some); the others
+try to take the turn over with a take (in the same round trip as the channel's alive mark) at
+most every :data:`TAKEOVER_S`, soon enough that a dead sweeper's own tasks still run again
+within a lease and a second.
 
 **Reconnection.** When the broker connection drops, a channel already released by its
 connection may still be used: to restore its unacknowledged messages while closing, or to
@@ -49,14 +52,13 @@ from kombu.utils.json import dumps, loads
 from voxqueue.broker_sweeps import (
     INFLIGHT_INDEX,
     give_back,
-    hold_sweep_turn,
     hold_sweep_turn_in,
     inflight_key,
-    return_orphans,
+    sweep,
 )
 
 __all__ = ["INFLIGHT_INDEX", "TAKEOVER_S", "TAKE_WAIT_S", "Channel", "QoS", "Transport",
-           "hold_sweep_turn", "inflight_key", "return_orphans"]
+           "hold_sweep_turn_in", "inflight_key", "sweep"]
 
 log = logging.getLogger("voxqueue.broker")
 
@@ -85,15 +87,20 @@ class QoS(kombu_redis.QoS):
             return False
         try:
             with channel.conn_or_acquire() as client:
-                if not hold_sweep_turn(client, "unacked", channel._channel_id,
-                                       channel.sweeper_hold_s):
-                    return False
-                if returned := return_orphans(client):
-                    log.warning("%d message(s) of a dead worker's channel put back in their "
-                                "queue", returned)
+                swept = sweep(client, channel._channel_id, channel.sweeper_hold_s,
+                              unacked_index=self.unacked_index_key,
+                              lease_s=float(self.visibility_timeout),
+                              limit=num)
         except InconsistencyError:
             return False
-        super().restore_visible(start, num, interval)
+        if swept is None:
+            return False
+        returned, expired = swept
+        if returned:
+            log.warning("%d message(s) of a dead worker's channel put back in their queue",
+                        returned)
+        if expired:  # kombu's own restore (rare): under its mutex, message by message
+            super().restore_visible(start, num, interval=1)
         return True
 
     def append(self, message: Any, delivery_tag: Any) -> None:

@@ -15,7 +15,7 @@ from kombu import Connection, Consumer, Exchange, Queue
 from kombu.utils.eventio import poll as kombu_poll
 from kombu.utils.json import dumps
 
-from voxqueue.broker import INFLIGHT_INDEX, inflight_key, return_orphans
+from voxqueue.broker import INFLIGHT_INDEX, inflight_key, sweep
 
 DB = 13
 LEASE_S = 0.6
@@ -67,11 +67,26 @@ def test_a_message_moved_by_a_taker_that_died_comes_back_after_a_lease(url):
         channel._keep_alive(key)  # what the channel does before each take...
         r.blmove(queue.name, key, 1, "RIGHT", "LEFT")  # ...and the take; then it dies
     assert r.llen(queue.name) == 0 and r.llen(key) == 1 and r.hlen("unacked") == 0
-    assert return_orphans(r) == 0, "its channel is alive for a lease"
+    assert sweeps(r) == (0, 0), "its channel is alive for a lease"
     time.sleep(LEASE_S + 0.2)
-    assert return_orphans(r) == 1
+    assert sweeps(r) == (1, 0)
     assert r.llen(queue.name) == 1 and not r.exists(key)
     assert not r.smembers(INFLIGHT_INDEX)
+
+
+def sweeps(r: redis.Redis, holder: str = "sweeper") -> tuple[int, int] | None:
+    return sweep(r, holder, 2.0, unacked_index="unacked_index", lease_s=LEASE_S, limit=10)
+
+
+def test_the_sweep_is_one_processs_turn_and_counts_expired_leases(url):
+    r = redis.Redis.from_url(url)
+    r.delete("_voxqueue.sweep.unacked", "unacked_index")
+    assert sweeps(r, "a") == (0, 0)
+    assert sweeps(r, "b") is None, "another process holds the sweeper's turn"
+    now = time.time()
+    r.zadd("unacked_index", {"old": now - LEASE_S - 5, "older": now - LEASE_S - 9,
+                             "fresh": now})
+    assert sweeps(r, "a") == (0, 2), "two deliveries outlived their lease: kombu restores them"
 
 
 def test_a_channel_closing_while_it_takes_does_not_wait_for_the_take(url):

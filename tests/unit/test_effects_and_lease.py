@@ -143,3 +143,36 @@ def test_a_thread_past_its_soft_limit_gets_soft_time_limit_exceeded(r):
     assert not worker.is_alive()
     assert caught and isinstance(caught[0], SoftTimeLimitExceeded)
     assert "t2" not in keeper.running
+
+
+class Looked(dict[str, object]):
+    """kombu's record of delivered messages, counting how often it is looked at."""
+
+    looks = 0
+
+    def __len__(self) -> int:
+        self.looks += 1
+        return super().__len__()
+
+
+def test_the_keeper_sleeps_while_nothing_is_held_and_renews_once_a_task_arrives(r):
+    delivered = Looked()
+    index = f"idx-{uuid.uuid4().hex[:6]}"
+    channel = SimpleNamespace(qos=SimpleNamespace(_delivered=delivered),
+                              unacked_index_key=index, global_keyprefix="")
+    keeper = LeaseKeeper(SimpleNamespace(task_consumer=SimpleNamespace(channel=channel)), r,
+                         0.4, enforce_limits=True)
+    keeper.start()
+    try:
+        time.sleep(0.5)  # five quarter leases: an awake loop would have looked each time
+        assert delivered.looks == 1, "it looked once, found nothing held, and slept"
+        r.zadd(index, {"7": 1.0})
+        delivered["7"] = object()
+        keeper.task_received()
+        time.sleep(0.3)  # woken: a quarter lease later, the held message's lease is renewed
+        score = r.zscore(index, "7")
+        assert score is not None and score > time.time() - 1
+    finally:
+        keeper.stop()
+        keeper._thread.join(2)
+    assert not keeper._thread.is_alive(), "stop wakes the sleeping loop"

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from voxqueue.broker import hold_sweep_turn
+from voxqueue.broker import hold_sweep_turn_in
 from voxqueue.contracts import TurnSpec
 from voxqueue.keys import Keys
 from voxqueue.turns import TurnStore
@@ -85,16 +85,19 @@ def test_a_round_sleeps_until_the_soonest_due_time(r):
 
 
 def test_one_process_holds_the_sweepers_turn_until_it_stops_renewing_it(r):
-    assert hold_sweep_turn(r, "unacked", "a", 0.3)
-    assert not hold_sweep_turn(r, "unacked", "b", 0.3)  # another process
-    assert hold_sweep_turn(r, "orphans", "b", 0.3)  # each sweep has its own turn
+    def hold_sweep_turn(*args: object) -> bool:
+        return hold_sweep_turn_in(r, *args) == 1
+
+    assert hold_sweep_turn("unacked", "a", 0.3)
+    assert not hold_sweep_turn("unacked", "b", 0.3)  # another process
+    assert hold_sweep_turn("orphans", "b", 0.3)  # each sweep has its own turn
     for _ in range(3):  # its holder renews it, past the first hold
         time.sleep(0.15)
-        assert hold_sweep_turn(r, "unacked", "a", 0.3)
-        assert not hold_sweep_turn(r, "unacked", "b", 0.3)
+        assert hold_sweep_turn("unacked", "a", 0.3)
+        assert not hold_sweep_turn("unacked", "b", 0.3)
     time.sleep(0.35)  # "a" stopped renewing: the turn is free
-    assert hold_sweep_turn(r, "unacked", "b", 0.3)
-    assert not hold_sweep_turn(r, "unacked", "a", 0.3)
+    assert hold_sweep_turn("unacked", "b", 0.3)
+    assert not hold_sweep_turn("unacked", "a", 0.3)
 
 
 def test_a_turn_due_before_the_loop_would_wake_wakes_it(r):

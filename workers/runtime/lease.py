@@ -53,6 +53,7 @@ class LeaseKeeper:
         self.enforce_limits = enforce_limits  # threads pool: nobody else enforces them
         self.running: dict[str, Running] = {}
         self._stop = threading.Event()
+        self._received = threading.Event()  # set when a task arrives: the loop has work
         self._thread = threading.Thread(target=self._loop, name="voxqueue-lease", daemon=True)
 
     def start(self) -> None:
@@ -60,6 +61,12 @@ class LeaseKeeper:
 
     def stop(self) -> None:
         self._stop.set()
+        self._received.set()
+
+    def task_received(self) -> None:
+        """A task was delivered to this process (Celery's ``task_received``, in the consumer):
+        wakes the loop if it sleeps for want of anything to renew."""
+        self._received.set()
 
     # -- tasks of this process (threads pool) -------------------------------------------------
     def task_started(self, task_id: str, tag: str | None, soft: float | None,
@@ -71,9 +78,17 @@ class LeaseKeeper:
 
     # -- renewing ----------------------------------------------------------------------------
     def _loop(self) -> None:
-        while not self._stop.wait(self.lease_s / 4):
+        """Every quarter lease while the process holds a task; asleep while it holds none (an
+        idle worker's wake-ups are its cost), until one is received."""
+        while not self._stop.is_set():
+            self._received.clear()  # before looking: a task received after this wakes the wait
+            if not self.running and not self.held_tags():
+                self._received.wait()
+                continue
+            if self._stop.wait(self.lease_s / 4):
+                return
             try:
-                self.renew()  # (no Redis command when this process holds nothing)
+                self.renew()
             except Exception as exc:  # Redis away: the lease runs out, as it must
                 log.warning("lease renewal failed", error=str(exc))
 

@@ -13,6 +13,7 @@ from celery.signals import (
     setup_logging,
     task_postrun,
     task_prerun,
+    task_received,
     worker_process_init,
     worker_ready,
 )
@@ -113,6 +114,12 @@ def bind_task(rt: Runtime, task: Any, args: Any) -> None:
         turn_id=job.get("turn_id") if job else None)
 
 
+def wake_lease(rt: Runtime) -> None:
+    """A task arrived: the lease keeper renews from now on (it sleeps while none is held)."""
+    if rt.lease is not None:
+        rt.lease.task_received()
+
+
 def unbind_task(rt: Runtime, task: Any) -> None:
     lease = rt.lease
     if lease is not None and task is not None:
@@ -143,9 +150,13 @@ def install(app: Celery, runtime: Callable[[], Runtime]) -> None:
     def postrun(task: Any = None, **_: Any) -> None:
         unbind_task(runtime(), task)
 
+    def received(**_: Any) -> None:
+        wake_lease(runtime())
+
     task_spans.install(lambda: "+".join(sorted(queues())) or "worker")  # spans end first
     setup_logging.connect(configure_logging, weak=False, dispatch_uid="voxqueue-logging")
     worker_process_init.connect(warm_child, weak=False, dispatch_uid="voxqueue-warm-child")
     worker_ready.connect(warm_main, weak=False, dispatch_uid="voxqueue-warm-main")
     task_prerun.connect(prerun, weak=False, dispatch_uid="voxqueue-bind-task")
     task_postrun.connect(postrun, weak=False, dispatch_uid="voxqueue-unbind-task")
+    task_received.connect(received, weak=False, dispatch_uid="voxqueue-task-received")
