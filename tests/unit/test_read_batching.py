@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from workers.runtime.batching import READ_PAUSE_S, Arrival
+from workers.runtime.batching import BLOCKED_READ_S, READ_PAUSE_S, Arrival
 
 
 def paced(gap: float, n: int, size: int = 100) -> Arrival:
@@ -39,3 +39,26 @@ def test_once_the_pile_is_read_the_reader_pauses_without_a_read_that_waits() -> 
 def test_a_pause_is_taken_only_when_it_gathers_two_pieces(gap: float, slack: float,
                                                           expected: float) -> None:
     assert paced(gap, 5).pause(True, 4 * gap, slack) == pytest.approx(expected)
+
+
+def read_all(arrivals: list[float], slack_s: float = 1.0) -> float:
+    """Read pieces arriving at these times as the batched readers do (a pause before each
+    read, when one is due); returns when the last one was read."""
+    arrival, now, waited = Arrival(), 0.0, True
+    for at in arrivals:
+        now += arrival.pause(waited, now, slack_s)
+        waited = at > now + BLOCKED_READ_S
+        now = max(now, at) + 1e-4  # a piece already there is read at once
+        arrival.read(1, now, waited)
+    return now
+
+
+def test_a_stream_that_speeds_up_is_not_read_at_its_early_pace() -> None:
+    """A slow start (a busy machine, a provider's hiccup) sets the pace it reckons with; the
+    pile read on a reckoned pace that is too low would be read at that pace, behind the
+    stream, for as long as no read waits. It reads the whole pile, waiting once, after two
+    pauses on a reckoning."""
+    slow = [i * 0.15 for i in range(5)]  # ~7 a second for 0.6 s...
+    fast = [0.6 + (i + 1) / 60 for i in range(60)]  # ...then 60 a second for 1 s
+    done = read_all(slow + fast)
+    assert done - fast[-1] <= 2 * READ_PAUSE_S + 0.01

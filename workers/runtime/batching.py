@@ -12,6 +12,9 @@ READ_PAUSE_S = 0.2
 MIN_READ_PAUSE_S = 0.01
 #: A read that took this long waited for its piece (a piece already there comes at once).
 BLOCKED_READ_S = 0.002
+#: Pauses taken on the reckoned pace (:meth:`Arrival.drained`) before the reader reads until
+#: a read waits again: a pace reckoned too low would otherwise hold the reader behind.
+MAX_RECKONED_PAUSES = 2
 
 
 def batch_pause(slack_s: float) -> float:
@@ -34,6 +37,7 @@ class Arrival:
         self.received = 0
         self.piece = 0  # the last piece's size
         self.rate: float | None = None  # size per second (bytes, or tokens)
+        self.reckoned = 0  # pauses taken on the reckoning since the last read that waited
 
     def read(self, size: int, now: float, blocked: bool) -> None:
         """A piece of ``size`` read at ``now``; ``blocked``: the read waited for it."""
@@ -47,11 +51,21 @@ class Arrival:
     def pause(self, waited: bool, now: float, slack_s: float) -> float:
         """The pause before the next read, given whether the last one ``waited`` and that the
         listener can wait ``slack_s`` more: after a read that waited or once the pile is read,
-        ``batch_pause(slack_s)``, unless shorter than two pieces' interval (0: no pause)."""
-        if not (waited or self.drained(now)):
+        ``batch_pause(slack_s)``, unless shorter than two pieces' interval (0: no pause).
+
+        The pile is reckoned read on the pace measured so far, which a stream that speeds up
+        outruns: the reader would then read it at the old pace, behind the stream, since no
+        read waits to measure it again. So after ``MAX_RECKONED_PAUSES`` such pauses in a row
+        it reads until a read waits (the whole pile read, the pace measured anew)."""
+        if waited:
+            self.reckoned = 0
+        elif self.reckoned >= MAX_RECKONED_PAUSES or not self.drained(now):
             return 0.0
         pause = batch_pause(slack_s)
-        return pause if pause >= 2 * self.interval() else 0.0
+        if pause < 2 * self.interval():
+            return 0.0
+        self.reckoned += not waited
+        return pause
 
     def interval(self) -> float:
         """Seconds between pieces (0 until known)."""
