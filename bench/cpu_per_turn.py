@@ -10,7 +10,9 @@ profile) in a process of their own. In one run:
 1. idle: CPU ms per second of each process, nothing asked;
 2. typed questions with a three-sentence spoken reply, N at C concurrently: CPU ms per turn by
    process, from ``/proc``, and how often its threads gave up the CPU (context switches: each
-   a wake-up, to a read that waited, a sleep, the interpreter lock) with the CPU per wake-up;
+   a wake-up, to a read that waited, a sleep, the interpreter lock) with the CPU per wake-up,
+   and how much of it the main thread spent (in a worker, Celery's consumer loop: the takes,
+   acks and task events; the tasks run on the pool's threads);
 3. the floor (``bench.cpu_floor``): a bare Celery chain with the same hops (the agent's step,
    one task per sentence) on worker processes like ours, relaying the same audio bytes in the
    same chunks, read by the client the same way: CPU ms per turn, and ours as a multiple of it.
@@ -33,7 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from bench import cpu_floor
-from bench.harness import BenchSystem, bench_system, context_switches, cpu_seconds
+from bench.harness import (
+    BenchSystem,
+    bench_system,
+    context_switches,
+    cpu_seconds,
+    main_thread_cpu_seconds,
+)
 from bench.latency import PROFILE, REPLY, run_turns
 from bench.profiles import Profiles
 from tests.conftest import free_port
@@ -55,14 +63,18 @@ def start_like_up(system: BenchSystem) -> None:
 
 
 def cpu_per(pids: dict[str, int], run: Callable[[], Any],
-            per: float) -> tuple[dict[str, float], dict[str, float]]:
-    """CPU ms and context switches of each process while ``run`` runs, divided by ``per``."""
-    before = {role: (cpu_seconds(pid), context_switches(pid)) for role, pid in pids.items()}
+            per: float) -> tuple[dict[str, float], dict[str, float], dict[str, float]]:
+    """CPU ms, context switches and the main thread's CPU ms of each process while ``run``
+    runs, divided by ``per``."""
+    before = {role: (cpu_seconds(pid), context_switches(pid), main_thread_cpu_seconds(pid))
+              for role, pid in pids.items()}
     run()
     cpu = {role: (cpu_seconds(pid) - before[role][0]) * 1000 / per for role, pid in pids.items()}
     switches = {role: (context_switches(pid) - before[role][1]) / per
                 for role, pid in pids.items()}
-    return cpu, switches
+    main = {role: (main_thread_cpu_seconds(pid) - before[role][2]) * 1000 / per
+            for role, pid in pids.items()}
+    return cpu, switches, main
 
 
 def setting(pair: str) -> str:
@@ -122,7 +134,7 @@ def main() -> None:
         profiles = Profiles(args.profile, workers) if args.profile else None
         if profiles:
             profiles.start()
-        real, switches = map(by_role, cpu_per(system.pids, ours, args.turns))
+        real, switches, main_thread = map(by_role, cpu_per(system.pids, ours, args.turns))
         if profiles:
             profiles.stop()
         sentences = audio_chunks(turns[0])
@@ -136,10 +148,11 @@ def main() -> None:
             for proc in floor_procs:
                 proc.terminate()
                 proc.wait(15)
-    report(idle, real, switches, floor, sentences, args)
+    report(idle, real, switches, main_thread, floor, sentences, args)
     if args.json:
         args.json.write_text(json.dumps({"idle": idle, "per_turn": real, "floor": floor,
-                                         "switches": switches, "ours": list(OURS)}))
+                                         "switches": switches, "main_thread": main_thread,
+                                         "ours": list(OURS)}))
     if profiles:
         print(profiles.summary())
     if idle_profiles:
@@ -174,34 +187,38 @@ def floor_cpu(system: BenchSystem, procs: list[Any], url: str, sentences: list[l
             list(pool.map(lambda _: cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences),
                           range(args.turns)))
 
-    cpu, woke = cpu_per(pids, run, args.turns)
+    cpu, woke, main = cpu_per(pids, run, args.turns)
     return {"workers": sum(v for k, v in cpu.items() if k.startswith("floor")),
             "workers_wake_ups": sum(v for k, v in woke.items() if k.startswith("floor")),
+            "workers_main_thread": sum(v for k, v in main.items() if k.startswith("floor")),
             "redis": cpu["redis"], "benchmark (listeners)": cpu["benchmark (listeners)"]}
 
 
 def report(idle: dict[str, float], real: dict[str, float], switches: dict[str, float],
-           floor: dict[str, float], sentences: list[list[int]],
+           main_thread: dict[str, float], floor: dict[str, float], sentences: list[list[int]],
            args: argparse.Namespace) -> None:
     audio = sum(map(sum, sentences))
     print(f"\n{args.turns} typed turns, {args.concurrency} at a time, a "
           f"{len(sentences)}-piece reply ({audio // 1000} KB of audio in "
           f"{sum(map(len, sentences))} chunks); idle over {args.idle_s:g} s"
           + (f"; {' '.join(args.env)}" if args.env else ""))
-    print("| process | idle, CPU ms per s | CPU ms per turn | wake-ups per turn | "
-          "CPU µs per wake-up |")
-    print("|---|---|---|---|---|")
+    print("| process | idle, CPU ms per s | CPU ms per turn | of it, main thread | "
+          "wake-ups per turn | CPU µs per wake-up |")
+    print("|---|---|---|---|---|---|")
     for role in sorted(real, key=lambda k: -real[k]):
         woke = switches.get(role, 0.0)
-        print(f"| {role} | {idle.get(role, 0.0):.1f} | {real[role]:.1f} | {woke:.0f} | "
+        print(f"| {role} | {idle.get(role, 0.0):.1f} | {real[role]:.1f} | "
+              f"{main_thread.get(role, 0.0):.1f} | {woke:.0f} | "
               f"{real[role] * 1000 / woke if woke else 0:.0f} |")
     ours = sum(v for k, v in real.items() if k in OURS)
     ours_idle = sum(v for k, v in idle.items() if k in OURS)
     ours_woke = sum(v for k, v in switches.items() if k in OURS)
-    print(f"| **our processes** | **{ours_idle:.1f}** | **{ours:.1f}** | **{ours_woke:.0f}** | "
-          f"**{ours * 1000 / max(ours_woke, 1e-9):.0f}** |")
+    ours_main = sum(v for k, v in main_thread.items() if k in OURS)
+    print(f"| **our processes** | **{ours_idle:.1f}** | **{ours:.1f}** | **{ours_main:.1f}** | "
+          f"**{ours_woke:.0f}** | **{ours * 1000 / max(ours_woke, 1e-9):.0f}** |")
     print(f"\nfloor (bare Celery chain of the same hops relaying the same bytes), CPU ms per "
-          f"turn: workers {floor['workers']:.1f} (in {floor['workers_wake_ups']:.0f} wake-ups), "
+          f"turn: workers {floor['workers']:.1f} (in {floor['workers_wake_ups']:.0f} wake-ups; "
+          f"their main threads {floor['workers_main_thread']:.1f}), "
           f"Redis {floor['redis']:.1f}, client {floor['benchmark (listeners)']:.1f}")
     print(f"our processes per turn / the floor's workers: {ours / floor['workers']:.1f}x; "
           f"Redis: {real.get('redis', 0.0) / max(floor['redis'], 1e-9):.1f}x")

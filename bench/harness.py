@@ -41,6 +41,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def main_thread_cpu_seconds(pid: int) -> float:
+    """CPU time of a process's main thread so far (Linux ``/proc``; 0 elsewhere). In a Celery
+    worker that is the consumer's loop (takes, acks, events); the tasks run on others."""
+    try:
+        return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
 def context_switches(pid: int) -> int:
     """Times the threads of a process so far gave up the CPU, waiting or preempted (Linux
     ``/proc``; 0 elsewhere): each is a wake-up to come back from. A thread's count leaves with

@@ -1,5 +1,10 @@
 """Sampling profiles of running processes with py-spy (``pip install py-spy``), kept out of the
-repository: collapsed stacks per process, and a summary of where each spent its samples."""
+repository: collapsed stacks per process, and a summary of where each spent its samples.
+
+Only the thread holding the interpreter lock is sampled (``--gil``): py-spy's own idle test
+counts a thread in ``time.sleep`` or in a blocking ``recv`` as busy, so without it the readers'
+pauses and waits filled the profiles; with it a sample is Python running (the C code that
+releases the lock, a socket's system calls, is not in it)."""
 
 from __future__ import annotations
 
@@ -26,8 +31,8 @@ class Profiles:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         for role, pid in self.pids.items():
             self.procs.append(subprocess.Popen(
-                [self.exe, "record", "--pid", str(pid), "--rate", str(self.rate), "--format",
-                 "raw", "--output", str(self.out_dir / f"{role}.txt")],
+                [self.exe, "record", "--pid", str(pid), "--rate", str(self.rate), "--gil",
+                 "--format", "raw", "--output", str(self.out_dir / f"{role}.txt")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
 
     def stop(self) -> None:
@@ -54,7 +59,8 @@ class Profiles:
                     continue  # a thread waiting: not work
                 own[leaf] += int(count)
                 total += int(count)
-            lines.append(f"\n{role}: {total} samples at {self.rate}/s (idle waits left out)")
+            lines.append(f"\n{role}: {total} samples at {self.rate}/s, holding the interpreter "
+                         "lock")
             for leaf, n in own.most_common(top):
                 lines.append(f"  {n / max(total, 1):6.1%}  {leaf[:110]}")
         return "\n".join(lines)
