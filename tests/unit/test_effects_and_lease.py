@@ -112,6 +112,25 @@ def test_a_renewed_lease_keeps_the_message_and_a_dropped_one_frees_it(held):
     assert restore_and_count(queue) == 1
 
 
+def test_one_renewal_rescores_every_held_delivery_and_puts_back_none_acked(held):
+    _conn, queue, first = held
+    channel = queue.consumer.channel
+    r = channel.client
+    for job in (2, 3):
+        queue.put({"job": job})
+    second, third = (queue.get(timeout=2).delivery_tag for _ in range(2))
+    keeper = LeaseKeeper(consumer_of(queue), r, LEASE_S, enforce_limits=False)
+    index = channel.unacked_index_key
+    r.zrem(index, third)  # acknowledged after the keeper looked: not to be put back
+    stale = time.time() - 100
+    r.zadd(index, {first: stale, second: stale})
+    before = time.time()
+    assert keeper.renew() == 3
+    scores = dict(r.zrange(index, 0, -1, withscores=True))
+    assert set(scores) == {first.encode(), second.encode()}
+    assert all(score >= before for score in scores.values())
+
+
 def keeper_run(tag: str, soft: float | None = None, hard: float | None = None):
     from workers.runtime.lease import Running
 

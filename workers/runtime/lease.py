@@ -114,12 +114,8 @@ class LeaseKeeper:
         tags = [t for t in self.held_tags() if t not in expired]
         if not tags:
             return 0
-        index = self._index_key()
-        now = time.time()
-        pipe = self.r.pipeline(transaction=False)
-        for tag in tags:
-            pipe.zadd(index, {tag: now}, xx=True)
-        pipe.execute()
+        # One command for them all; XX: a delivery acked meanwhile is not put back.
+        self.r.zadd(self._index_key(), dict.fromkeys(tags, time.time()), xx=True)
         return len(tags)
 
     def _index_key(self) -> str:
