@@ -37,7 +37,7 @@ def run_side(tree: Path, turns: int, idle_s: float, out: Path,
 
 
 def median_of(runs: list[dict[str, Any]], part: str, key: str) -> float:
-    return statistics.median(r[part].get(key, 0.0) for r in runs)
+    return statistics.median(r.get(part, {}).get(key, 0.0) for r in runs)
 
 
 def main() -> None:
@@ -81,13 +81,14 @@ def report(sides: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> 
           f"{args.before}" + (f"; after with {' '.join(args.after_env)}"
                               if args.after_env else ""))
     print("| process | idle ms/s, before | after | CPU ms per turn, before | after | "
-          "wake-ups per turn, before | after |")
-    print("|---|---|---|---|---|---|---|")
+          "of it, main thread, before | after | wake-ups per turn, before | after |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for role in roles:
-        cells = [median_of(sides[s], part, role) for part in ("idle", "per_turn", "switches")
+        cells = [median_of(sides[s], part, role)
+                 for part in ("idle", "per_turn", "main_thread", "switches")
                  for s in ("before", "after")]
         print(f"| {role} | {cells[0]:.1f} | {cells[1]:.1f} | {cells[2]:.1f} | {cells[3]:.1f} | "
-              f"{cells[4]:.0f} | {cells[5]:.0f} |")
+              f"{cells[4]:.1f} | {cells[5]:.1f} | {cells[6]:.0f} | {cells[7]:.0f} |")
     totals = {}
     for side, runs in sides.items():
         per_turn = [sum(v for k, v in r["per_turn"].items() if k in ours) for r in runs]
