@@ -37,7 +37,7 @@ def run_side(tree: Path, turns: int, idle_s: float, out: Path,
 
 
 def median_of(runs: list[dict[str, Any]], part: str, key: str) -> float:
-    return statistics.median(r.get(part, {}).get(key, 0.0) for r in runs)
+    return statistics.median(r[part].get(key, 0.0) for r in runs)
 
 
 def main() -> None:
