@@ -15,7 +15,12 @@ profile) in a process of their own. In one run:
    acks and task events; the tasks run on the pool's threads);
 3. the floor (``bench.cpu_floor``): a bare Celery chain with the same hops (the agent's step,
    one task per sentence) on worker processes like ours, relaying the same audio bytes in the
-   same chunks, read by the client the same way: CPU ms per turn, and ours as a multiple of it.
+   same chunks, read by the client the same way: CPU ms per turn, and ours as a multiple of it;
+4. the floor with the providers' streams: the same chain, its agent step reading the model's
+   reply and its TTS tasks the voice's audio from the fake providers through the official SDKs,
+   each piece as it arrives (``bench.cpu_floor``): what moving the providers' streams costs
+   with none of our guarantees, and ours as a multiple of that; and the same with a 0.2 s
+   pause after every read (our longest), the fewest wake-ups such reading can have.
 
 ``--profile DIR``: py-spy samples every process of ours while idle (in DIR/idle) and during the
 turns (raw collapsed stacks in DIR, a flame-graph input; keep DIR out of the repository) and a
@@ -44,8 +49,9 @@ from bench.harness import (
 )
 from bench.latency import PROFILE, REPLY, run_turns
 from bench.profiles import Profiles
-from tests.conftest import free_port
+from tests.conftest import free_port, system_env
 from voxqueue.process_table import DEFAULT_PROCESSES
+from workers.runtime.batching import READ_PAUSE_S
 
 
 def start_like_up(system: BenchSystem) -> None:
@@ -137,20 +143,26 @@ def main() -> None:
         real, switches, main_thread = map(by_role, cpu_per(system.pids, ours, args.turns))
         if profiles:
             profiles.stop()
-        sentences = audio_chunks(turns[0])
+        sentences, pieces = audio_chunks(turns[0]), piece_texts(turns[0])
         # The same Redis server, another database: the floor's queues are not ours.
         url = system.sup.settings.redis_url.rsplit("/", 1)[0] + "/1"
-        floor_procs = cpu_floor.start_workers(url, system.sup.log_dir)
+        floor_procs = cpu_floor.start_workers(url, system.sup.log_dir,
+                                              env=system_env(url, system.fake))
         try:
             time.sleep(6)  # the floor workers' start-up
             floor = floor_cpu(system, floor_procs, url, sentences, args)
+            floor_read = floor_cpu(system, floor_procs, url, sentences, args, pieces)
+            floor_paused = floor_cpu(system, floor_procs, url, sentences, args, pieces,
+                                     pause_s=READ_PAUSE_S)
         finally:
             for proc in floor_procs:
                 proc.terminate()
                 proc.wait(15)
-    report(idle, real, switches, main_thread, floor, sentences, args)
+    report(idle, real, switches, main_thread, floor, floor_read, floor_paused, sentences, args)
     if args.json:
         args.json.write_text(json.dumps({"idle": idle, "per_turn": real, "floor": floor,
+                                         "floor_read": floor_read,
+                                         "floor_paused": floor_paused,
                                          "switches": switches, "main_thread": main_thread,
                                          "ours": list(OURS)}))
     if profiles:
@@ -168,34 +180,48 @@ def audio_chunks(turn: Any) -> list[list[int]]:
     return [per[k] for k in sorted(per)]
 
 
+def piece_texts(turn: Any) -> list[str]:
+    """The texts a turn's TTS jobs were given, in order."""
+    texts = {int(e.event.data["seq"]): str(e.event.data["text"]) for e in turn._entries
+             if e.event.type == "tts-start"}
+    return [texts[k] for k in sorted(texts)]
+
+
 def floor_cpu(system: BenchSystem, procs: list[Any], url: str, sentences: list[list[int]],
-              args: argparse.Namespace) -> dict[str, float]:
+              args: argparse.Namespace, pieces: list[str] | None = None,
+              pause_s: float = 0.0) -> dict[str, float]:
+    """The floor's CPU per turn; with ``pieces``, the floor with the providers' streams."""
     import redis
 
     sender = cpu_floor.sender_for(url)
     r = redis.Redis.from_url(url)
     for _ in range(4):  # warm-up
-        cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences)
+        cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences, pieces=pieces,
+                           pause_s=pause_s)
     pids = {f"floor-{i}": p.pid for i, p in enumerate(procs)}
     pids |= {"redis": system.pids["redis"], "benchmark (listeners)": system.pids[
-        "benchmark (listeners)"]}
+        "benchmark (listeners)"], "fake providers": system.pids["fake providers"]}
 
     def run() -> None:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(args.concurrency) as pool:
-            list(pool.map(lambda _: cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences),
+            list(pool.map(lambda _: cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences,
+                                                       pieces=pieces, pause_s=pause_s),
                           range(args.turns)))
 
     cpu, woke, main = cpu_per(pids, run, args.turns)
     return {"workers": sum(v for k, v in cpu.items() if k.startswith("floor")),
             "workers_wake_ups": sum(v for k, v in woke.items() if k.startswith("floor")),
             "workers_main_thread": sum(v for k, v in main.items() if k.startswith("floor")),
-            "redis": cpu["redis"], "benchmark (listeners)": cpu["benchmark (listeners)"]}
+            "redis": cpu["redis"], "benchmark (listeners)": cpu["benchmark (listeners)"],
+            "fake providers": cpu["fake providers"]}
 
 
 def report(idle: dict[str, float], real: dict[str, float], switches: dict[str, float],
-           main_thread: dict[str, float], floor: dict[str, float], sentences: list[list[int]],
+           main_thread: dict[str, float], floor: dict[str, float],
+           floor_read: dict[str, float], floor_paused: dict[str, float],
+           sentences: list[list[int]],
            args: argparse.Namespace) -> None:
     audio = sum(map(sum, sentences))
     print(f"\n{args.turns} typed turns, {args.concurrency} at a time, a "
@@ -222,6 +248,19 @@ def report(idle: dict[str, float], real: dict[str, float], switches: dict[str, f
           f"Redis {floor['redis']:.1f}, client {floor['benchmark (listeners)']:.1f}")
     print(f"our processes per turn / the floor's workers: {ours / floor['workers']:.1f}x; "
           f"Redis: {real.get('redis', 0.0) / max(floor['redis'], 1e-9):.1f}x")
+    print(f"floor with the providers' streams (the same chain reading the model's and the "
+          f"voice's streams through the SDKs, each piece as it arrives), CPU ms per turn: "
+          f"workers {floor_read['workers']:.1f} (in {floor_read['workers_wake_ups']:.0f} "
+          f"wake-ups; main threads {floor_read['workers_main_thread']:.1f}), "
+          f"Redis {floor_read['redis']:.1f}; fake providers {floor_read['fake providers']:.1f} "
+          f"(ours: {real.get('fake providers', 0.0):.1f})")
+    print(f"the same, a {READ_PAUSE_S:g} s pause after every read: workers "
+          f"{floor_paused['workers']:.1f} (in {floor_paused['workers_wake_ups']:.0f} wake-ups; "
+          f"main threads {floor_paused['workers_main_thread']:.1f}), "
+          f"Redis {floor_paused['redis']:.1f}")
+    print(f"our processes per turn / the floor with the providers' streams: "
+          f"{ours / floor_read['workers']:.2f}x; read with pauses: "
+          f"{ours / floor_paused['workers']:.2f}x")
 
 
 if __name__ == "__main__":
