@@ -23,8 +23,9 @@ profile) in a process of their own. In one run:
    pause after every read (our longest), the fewest wake-ups such reading can have.
 
 ``--profile DIR``: py-spy samples every process of ours while idle (in DIR/idle) and during the
-turns (raw collapsed stacks in DIR, a flame-graph input; keep DIR out of the repository) and a
-summary of each one's own time is printed. (Profiling costs CPU: the figures of a profiled run
+turns (raw collapsed stacks in DIR, a flame-graph input; keep DIR out of the repository), and
+the floor's workers while they read the providers' streams with pauses (DIR/floor); a summary of
+each of ours' own time is printed. (Profiling costs CPU: the figures of a profiled run
 are not the table's.)
 """
 
@@ -210,7 +211,15 @@ def floor_cpu(system: BenchSystem, procs: list[Any], url: str, sentences: list[l
                                                        pieces=pieces, pause_s=pause_s),
                           range(args.turns)))
 
+    # The floor read with pauses is profiled too (DIR/floor): ours less it is our own work.
+    profiles = (Profiles(args.profile / "floor", {k: v for k, v in pids.items()
+                                                  if k.startswith("floor")})
+                if args.profile and pause_s else None)
+    if profiles:
+        profiles.start()
     cpu, woke, main = cpu_per(pids, run, args.turns)
+    if profiles:
+        profiles.stop()
     return {"workers": sum(v for k, v in cpu.items() if k.startswith("floor")),
             "workers_wake_ups": sum(v for k, v in woke.items() if k.startswith("floor")),
             "workers_main_thread": sum(v for k, v in main.items() if k.startswith("floor")),
