@@ -52,7 +52,6 @@ from bench.latency import PROFILE, REPLY, run_turns
 from bench.profiles import Profiles
 from tests.conftest import free_port, system_env
 from voxqueue.process_table import DEFAULT_PROCESSES
-from workers.runtime.batching import READ_PAUSE_S
 
 
 def start_like_up(system: BenchSystem) -> None:
@@ -154,7 +153,7 @@ def main() -> None:
             floor = floor_cpu(system, floor_procs, url, sentences, args)
             floor_read = floor_cpu(system, floor_procs, url, sentences, args, pieces)
             floor_paused = floor_cpu(system, floor_procs, url, sentences, args, pieces,
-                                     pause_s=READ_PAUSE_S)
+                                     pause_s=cpu_floor.PAUSE_S)
         finally:
             for proc in floor_procs:
                 proc.terminate()
@@ -263,7 +262,7 @@ def report(idle: dict[str, float], real: dict[str, float], switches: dict[str, f
           f"wake-ups; main threads {floor_read['workers_main_thread']:.1f}), "
           f"Redis {floor_read['redis']:.1f}; fake providers {floor_read['fake providers']:.1f} "
           f"(ours: {real.get('fake providers', 0.0):.1f})")
-    print(f"the same, a {READ_PAUSE_S:g} s pause after every read: workers "
+    print(f"the same, a {cpu_floor.PAUSE_S:g} s pause after every read: workers "
           f"{floor_paused['workers']:.1f} (in {floor_paused['workers_wake_ups']:.0f} wake-ups; "
           f"main threads {floor_paused['workers_main_thread']:.1f}), "
           f"Redis {floor_paused['redis']:.1f}")

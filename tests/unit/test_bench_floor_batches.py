@@ -49,3 +49,9 @@ def test_no_pause_before_pausing_is_allowed_or_without_a_pause(pauses: list[floa
     assert pauses == [0.2, 0.2]
     assert list(cpu_floor._in_batches(arriving([0.02, 0.02]), 0.0)) == [0, 1]
     assert pauses == [0.2, 0.2]
+
+
+def test_the_floors_pause_is_the_workers_longest() -> None:
+    from workers.runtime.batching import READ_PAUSE_S
+
+    assert cpu_floor.PAUSE_S == READ_PAUSE_S
