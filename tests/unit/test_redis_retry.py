@@ -34,3 +34,16 @@ def test_connection_errors_are_retried() -> None:
 ])
 def test_a_refused_password_is_not_retried(error: Exception) -> None:
     assert calls_until_raised(error) == 1
+
+
+def test_replies_are_parsed_in_c() -> None:
+    """The workers' extra brings hiredis, so redis-py (ours and kombu's) parses replies in C."""
+    from redis._parsers import _HiredisParser
+
+    from voxqueue.redis_conn import connect
+    from voxqueue.settings import Settings
+
+    pool = connect(Settings(_env_file=None, redis_url="redis://127.0.0.1:1/0")  # type: ignore[call-arg]
+                   ).connection_pool
+    connection = pool.connection_class(**pool.connection_kwargs)  # not connected
+    assert isinstance(connection._parser, _HiredisParser)
