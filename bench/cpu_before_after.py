@@ -1,7 +1,7 @@
 """CPU per turn and idle CPU of an earlier commit and of this checkout, side by side.
 
     .venv/bin/python -m bench.cpu_before_after --before REF [--rounds 2] [--turns 60]
-        [--idle-s 20] [--after-env VOXQUEUE_X=value ...]
+        [--concurrency 12] [--idle-s 20] [--after-env VOXQUEUE_X=value ...]
 
 Checks REF out in a temporary git worktree and runs ``bench.cpu_per_turn`` (this checkout's
 copy, so both sides are measured the same way) in it and here, alternating which goes first
@@ -27,10 +27,11 @@ from bench.cpu_per_turn import setting
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_side(tree: Path, turns: int, idle_s: float, out: Path,
+def run_side(tree: Path, args: argparse.Namespace, out: Path,
              env: list[str]) -> dict[str, Any]:
-    subprocess.run([sys.executable, "-m", "bench.cpu_per_turn", "--turns", str(turns),
-                    "--idle-s", str(idle_s), "--json", str(out),
+    subprocess.run([sys.executable, "-m", "bench.cpu_per_turn", "--turns", str(args.turns),
+                    "--concurrency", str(args.concurrency), "--idle-s", str(args.idle_s),
+                    "--json", str(out),
                     *(f"--env={pair}" for pair in env)], cwd=tree,
                    check=True, stdout=subprocess.DEVNULL)
     return dict(json.loads(out.read_text()))
@@ -45,6 +46,7 @@ def main() -> None:
     parser.add_argument("--before", required=True, help="the commit to compare with")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--concurrency", type=int, default=12, help="turns at a time")
     parser.add_argument("--idle-s", type=float, default=20.0, help="the idle window per run")
     parser.add_argument("--after-env", action="append", default=[], type=setting,
                         metavar="VOXQUEUE_X=value",
@@ -63,7 +65,7 @@ def main() -> None:
             for name, tree in order if i % 2 == 0 else order[::-1]:
                 out = work / f"{name}-{i}.json"
                 env = args.after_env if name == "after" else []
-                sides[name].append(run_side(tree, args.turns, args.idle_s, out, env))
+                sides[name].append(run_side(tree, args, out, env))
                 print(f"round {i + 1}: {name} done", file=sys.stderr)
         report(sides, args)
     finally:
@@ -76,7 +78,8 @@ def report(sides: dict[str, list[dict[str, Any]]], args: argparse.Namespace) -> 
     ours = sides["after"][0]["ours"]
     roles = sorted({k for runs in sides.values() for r in runs for k in r["per_turn"]},
                    key=lambda k: -median_of(sides["before"], "per_turn", k))
-    print(f"{args.rounds} rounds of {args.turns} typed turns and {args.idle_s:g} s idle per side "
+    print(f"{args.rounds} rounds of {args.turns} typed turns, {args.concurrency} at a time, and "
+          f"{args.idle_s:g} s idle per side "
           f"(medians); before: "
           f"{args.before}" + (f"; after with {' '.join(args.after_env)}"
                               if args.after_env else ""))
