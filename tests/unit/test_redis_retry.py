@@ -37,7 +37,8 @@ def test_a_refused_password_is_not_retried(error: Exception) -> None:
 
 
 def test_replies_are_parsed_in_c() -> None:
-    """The workers' extra brings hiredis, so redis-py (ours and kombu's) parses replies in C."""
+    """The workers' extra brings hiredis, so redis-py parses our replies in C (and kombu's,
+    whose connections take redis-py's default parser too)."""
     from redis._parsers import _HiredisParser
 
     from voxqueue.redis_conn import connect
