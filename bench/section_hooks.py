@@ -91,15 +91,20 @@ def timed_steps(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Iterator[Any]:
         steps = iter(fn(*args, **kwargs))
-        while True:
-            started = time.thread_time()
-            try:
-                item = next(steps)
-            except StopIteration:
+        try:
+            while True:
+                started = time.thread_time()
+                try:
+                    item = next(steps)
+                except StopIteration:
+                    _add(label, time.thread_time() - started)
+                    return
                 _add(label, time.thread_time() - started)
-                return
-            _add(label, time.thread_time() - started)
-            yield item
+                yield item
+        finally:  # a reader that stops early closes what it read (a provider's response)
+            close = getattr(steps, "close", None)
+            if close is not None:
+                close()
     return wrapper
 
 

@@ -51,3 +51,19 @@ def test_calls_and_steps_are_counted_with_their_cpu_not_their_waits() -> None:
     assert totals["read"][0] < 0.02
     section_hooks.reset()
     assert section_hooks.totals() == {}
+
+
+def test_a_reader_that_stops_early_closes_what_it_read() -> None:
+    closed = []
+
+    def pieces() -> object:
+        try:
+            yield 1
+            yield 2
+        finally:
+            closed.append(True)
+
+    steps = timed_steps("read", pieces)()
+    assert next(steps) == 1
+    steps.close()  # type: ignore[attr-defined]
+    assert closed == [True]
