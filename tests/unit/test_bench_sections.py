@@ -63,7 +63,8 @@ def test_a_reader_that_stops_early_closes_what_it_read() -> None:
         finally:
             closed.append(True)
 
-    steps = timed_steps("read", pieces)()
+    source = pieces()  # held here too, so only a close() ends it, not its last reference
+    steps = timed_steps("read", lambda: source)()
     assert next(steps) == 1
     steps.close()  # type: ignore[attr-defined]
     assert closed == [True]
