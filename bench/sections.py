@@ -35,11 +35,16 @@ from voxqueue.process_table import DEFAULT_PROCESSES
 QUEUES = ("tts", "agent")
 
 
+def queue_of(role: str) -> str:
+    """The queue of a worker process's role (``tts-2`` is a ``tts`` process)."""
+    return role.split("-")[0]
+
+
 def by_queue(per_process: dict[str, dict[str, list[float]]]) -> dict[str, dict[str, list[float]]]:
     """Each queue's processes' totals (``tts``, ``tts-2``… together)."""
     out: dict[str, dict[str, list[float]]] = {}
     for role, totals in per_process.items():
-        queue = role.split("-")[0]
+        queue = queue_of(role)
         for label, (cpu_s, calls) in totals.items():
             entry = out.setdefault(queue, {}).setdefault(label, [0.0, 0.0])
             entry[0] += cpu_s
@@ -86,7 +91,7 @@ def main() -> None:
         system.fake.script_chat({"repeat": True, "content": REPLY})
         run_turns(system, 6, 3, lambda i: system.client.ask("warm up", session=f"w{i}"))
         time.sleep(1)
-        pids = {role: pid for role, pid in system.pids.items() if role.split("-")[0] in QUEUES}
+        pids = {role: pid for role, pid in system.pids.items() if queue_of(role) in QUEUES}
         for pid in pids.values():
             os.kill(pid, RESET)
         before = {role: (cpu_seconds(pid), main_thread_cpu_seconds(pid))
@@ -107,8 +112,8 @@ def main() -> None:
                        for role, pid in pids.items()})
     print(f"{args.turns} typed turns, {args.concurrency} at a time, a three-piece spoken reply")
     for queue in QUEUES:
-        process_s = sum(u[0] for r, u in used.items() if r.split("-")[0] == queue)
-        main_s = sum(u[1] for r, u in used.items() if r.split("-")[0] == queue)
+        process_s = sum(u[0] for r, u in used.items() if queue_of(r) == queue)
+        main_s = sum(u[1] for r, u in used.items() if queue_of(r) == queue)
         print("\n".join(report(queue, totals.get(queue, {}), process_s, main_s, args.turns)))
 
 
