@@ -1,0 +1,60 @@
+"""The kombu and Celery internals that ``voxqueue/broker.py`` and ``workers/runtime/consumer.py``
+extend are still there, under the names they use: a release that renames or drops one fails
+here, by name, before any whole-system test hangs on it. (pyproject.toml allows one minor
+release of each at a time.)"""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+from celery.worker.consumer import Consumer
+from kombu.transport import redis as kombu_redis
+
+from voxqueue import broker
+from workers.runtime import consumer
+
+#: (base class, attribute) pairs: methods overridden or called, and attributes read.
+USED = [
+    (kombu_redis.Channel, name) for name in (
+        "_brpop_start", "_brpop_read", "_create_client", "_connparams", "_basic_cancel",
+        "close", "conn_or_acquire", "_flush_brpop_reauth", "active_queues",
+        "global_keyprefix", "priority_steps", "_in_poll")
+] + [
+    (kombu_redis.QoS, name) for name in (
+        "restore_visible", "append", "pipe_or_acquire", "unacked_index_key", "unacked_key")
+] + [
+    (kombu_redis.MultiChannelPoller, name) for name in (
+        "maybe_restore_messages", "maybe_refresh_binding_expiry")
+] + [
+    (kombu_redis.Transport, "register_with_event_loop"),
+    (Consumer, "on_send_event_buffered"),
+    (Consumer, "_flush_events"),
+]
+
+
+@pytest.mark.parametrize(("base", "name"), USED, ids=[f"{b.__name__}.{n}" for b, n in USED])
+def test_an_internal_we_use_exists(base: type, name: str) -> None:
+    assert hasattr(base, name), f"{base.__module__}.{base.__name__} has no {name!r} any more"
+
+
+def test_overrides_keep_their_base_signatures() -> None:
+    """An override takes what its base method takes (Celery and kombu call them so)."""
+    pairs = [(broker.Channel, kombu_redis.Channel, n)
+             for n in ("_brpop_start", "_brpop_read", "_basic_cancel")]
+    pairs += [(broker.QoS, kombu_redis.QoS, n) for n in ("restore_visible", "append")]
+    pairs += [(broker.Transport, kombu_redis.Transport, "register_with_event_loop"),
+              (consumer.Consumer, Consumer, "on_send_event_buffered")]
+    for ours, base, name in pairs:
+        theirs = list(inspect.signature(getattr(base, name)).parameters)
+        mine = list(inspect.signature(getattr(ours, name)).parameters)
+        assert [p for p in theirs if p not in ("args", "kwargs", "options")] == \
+            [p for p in mine if p not in ("args", "kwargs", "options")], (ours, name)
+
+
+def test_the_poller_sets_the_timers_the_transport_replaces() -> None:
+    """``Transport.register_with_event_loop`` cancels and replaces two of kombu's timers,
+    which kombu's own registration must still set under those names."""
+    source = inspect.getsource(kombu_redis.Transport.register_with_event_loop)
+    for timer in ("_restore_messages_tref", "_binding_expiry_tref"):
+        assert f"cycle.{timer}" in source, timer
