@@ -158,6 +158,89 @@ def floor_speak_read(turn: str, seq: int, text: str, chunks: list[int],
     r.xadd(key, {"end": seq})
 
 
+@app.task(name="voxqueue.agent.floor_turn_ws")
+def floor_turn_ws(turn: str, pieces: list[str], sentences: list[list[int]],
+                  pause_s: float = 0.0) -> None:
+    """The agent's step reading the model's stream, for one voice connection per turn: the
+    first piece starts the turn's one TTS task, later pieces go to it through a Redis list."""
+    import openai
+
+    stream = _model().post(
+        "/chat/completions", cast_to=object, stream=True, stream_cls=openai.Stream[object],
+        body={"model": "gpt-4o-mini", "stream": True,
+              "messages": [{"role": "user", "content": "weather tomorrow"}]})
+    ends = list(itertools.accumulate(len(p) + 1 for p in pieces))
+    got, sent = 0, [0]  # the pieces sent so far
+    r = _redis()
+
+    def send(seq: int) -> None:
+        if seq == 0:
+            floor_speak_ws.apply_async(
+                args=[turn, pieces[0], [size for s in sentences for size in s], len(pieces),
+                      pause_s], queue="tts")
+        else:
+            r.rpush(f"floor:{turn}:text", pieces[seq])
+
+    for chunk in _in_batches(stream, pause_s, lambda: sent[0] > 0):
+        for choice in chunk.get("choices") or []:
+            got += len((choice.get("delta") or {}).get("content") or "")
+        while sent[0] < len(pieces) - 1 and got >= ends[sent[0]]:
+            send(sent[0])
+            sent[0] += 1
+    for seq in range(sent[0], len(pieces)):
+        send(seq)
+
+
+@app.task(name="voxqueue.tts.floor_speak_ws")
+def floor_speak_ws(turn: str, text: str, chunks: list[int], n_pieces: int,
+                   pause_s: float = 0.0) -> None:
+    """A turn's audio from one connection to the voice's input stream (ElevenLabs'
+    ``stream-input`` WebSocket, through the ``websockets`` client the SDK's own helper uses),
+    fed each piece's text as it comes, relayed in the real turn's chunks."""
+    import base64
+    import json
+    import threading
+
+    from websockets.sync.client import connect
+
+    r, key = _redis(), f"floor:{turn}"
+    url = os.environ["VOXQUEUE_ELEVENLABS_BASE_URL"].replace("http", "ws", 1)
+    with connect(f"{url}/v1/text-to-speech/JBFqnCBsd6RMkjVDRZzb/stream-input"
+                 "?model_id=eleven_flash_v2_5&output_format=pcm_16000",
+                 additional_headers={"xi-api-key": os.environ["ELEVENLABS_API_KEY"]}) as ws:
+        ws.send(json.dumps({"text": " "}))
+        ws.send(json.dumps({"text": text + " ", "flush": True}))
+
+        def feed() -> None:  # the later pieces' text, as the agent's step sends it
+            for _ in range(n_pieces - 1):
+                _, more = r.blpop([f"{key}:text"], timeout=60) or (None, b"")
+                ws.send(json.dumps({"text": more.decode() + " ", "flush": True}))
+            ws.send(json.dumps({"text": ""}))
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        sizes = iter(chunks)
+        want, held = next(sizes, 0), bytearray()
+        for message in _in_batches(ws, pause_s):
+            data = json.loads(message)
+            if data.get("audio"):
+                held += base64.b64decode(data["audio"])
+            while want and len(held) >= want:
+                r.xadd(key, {"a": bytes(held[:want])})
+                del held[:want]
+                want = next(sizes, 0)
+            if data.get("isFinal"):
+                break
+        feeder.join()
+    pipe = r.pipeline(transaction=False)
+    if held:
+        pipe.xadd(key, {"a": bytes(held)})
+    for seq in range(n_pieces):
+        pipe.xadd(key, {"end": seq})
+    pipe.delete(f"{key}:text")
+    pipe.execute()
+
+
 def start_workers(redis_url: str, log_dir: Path,
                   env: dict[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
     """The floor's worker processes: as many per queue, and the same pools, as ours
@@ -180,13 +263,15 @@ def start_workers(redis_url: str, log_dir: Path,
 
 def run_turn(sender: Celery, r: redis.Redis, turn: str, sentences: list[list[int]],
              timeout: float = 60.0, pieces: list[str] | None = None,
-             pause_s: float = 0.0) -> None:
+             pause_s: float = 0.0, one_connection: bool = False) -> None:
     """Send a floor turn and read its stream until every sentence ended (``pieces``: the
-    sentences' texts, for the floor with the providers' streams, read with ``pause_s``)."""
+    sentences' texts, for the floor with the providers' streams, read with ``pause_s``;
+    ``one_connection``: the voice's audio from one input stream per turn)."""
     if pieces is None:
         sender.send_task("voxqueue.agent.floor_turn", args=[turn, sentences], queue="agent")
     else:
-        sender.send_task("voxqueue.agent.floor_turn_read", args=[turn, pieces, sentences, pause_s],
+        task = "floor_turn_ws" if one_connection else "floor_turn_read"
+        sender.send_task(f"voxqueue.agent.{task}", args=[turn, pieces, sentences, pause_s],
                          queue="agent")
     ended, last, deadline = 0, "0", time.time() + timeout
     while ended < len(sentences):

@@ -189,15 +189,16 @@ def piece_texts(turn: Any) -> list[str]:
 
 def floor_cpu(system: BenchSystem, procs: list[Any], url: str, sentences: list[list[int]],
               args: argparse.Namespace, pieces: list[str] | None = None,
-              pause_s: float = 0.0) -> dict[str, float]:
-    """The floor's CPU per turn; with ``pieces``, the floor with the providers' streams."""
+              pause_s: float = 0.0, one_connection: bool = False) -> dict[str, float]:
+    """The floor's CPU per turn; with ``pieces``, the floor with the providers' streams
+    (``one_connection``: the voice's from one input stream per turn)."""
     import redis
 
     sender = cpu_floor.sender_for(url)
     r = redis.Redis.from_url(url)
     for _ in range(4):  # warm-up
         cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences, pieces=pieces,
-                           pause_s=pause_s)
+                           pause_s=pause_s, one_connection=one_connection)
     pids = {f"floor-{i}": p.pid for i, p in enumerate(procs)}
     pids |= {"redis": system.pids["redis"], "benchmark (listeners)": system.pids[
         "benchmark (listeners)"], "fake providers": system.pids["fake providers"]}
@@ -206,9 +207,9 @@ def floor_cpu(system: BenchSystem, procs: list[Any], url: str, sentences: list[l
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(args.concurrency) as pool:
-            list(pool.map(lambda _: cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences,
-                                                       pieces=pieces, pause_s=pause_s),
-                          range(args.turns)))
+            list(pool.map(lambda _: cpu_floor.run_turn(
+                sender, r, uuid.uuid4().hex, sentences, pieces=pieces, pause_s=pause_s,
+                one_connection=one_connection), range(args.turns)))
 
     # The floor read with pauses is profiled too (DIR/floor): ours less it is our own work.
     profiles = (Profiles(args.profile / "floor", {k: v for k, v in pids.items()

@@ -15,9 +15,12 @@ Out of process: ``python -m tests.fakes.provider_server --port 0 [--profile JSON
 ``READY http://127.0.0.1:PORT`` once listening; drive it with :class:`FakeProvidersClient`
 (or :func:`spawn`, which does both).
 
-The Realtime transcription WebSocket (``/v1/realtime``) is in ``tests.fakes.realtime_ws``.
+The Realtime transcription WebSocket (``/v1/realtime``) is in ``tests.fakes.realtime_ws``, the
+text-to-speech input stream (``/v1/text-to-speech/{voice}/stream-input``) in
+``tests.fakes.tts_input_ws``.
 
-Faults (``inject(route, **fault)``, route "chat" | "transcriptions" | "tts" | "realtime"), a FIFO
+Faults (``inject(route, **fault)``, route "chat" | "transcriptions" | "tts" | "tts-input" |
+"realtime"), a FIFO
 per route, one consumed per authenticated, well-formed request; ``times=N`` keeps it for N:
 ``delay=s`` sleeps first; ``reset=True`` drops the connection without a response;
 ``status=429|500|503`` (+ ``headers={"retry-after-ms": "200"}``, ``message``) answers an
@@ -39,6 +42,7 @@ import json
 import math
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import threading
@@ -55,8 +59,9 @@ from aiohttp import web
 
 from tests.fakes.realtime_ws import realtime_route
 from tests.fakes.threads import serve_in_thread
+from tests.fakes.tts_input_ws import stream_input_route
 
-ROUTES = ("chat", "transcriptions", "tts", "realtime")
+ROUTES = ("chat", "transcriptions", "tts", "tts-input", "realtime")
 PROFILE_KEYS = ("stt_delay_s", "llm_ttft_s", "llm_tokens_per_s", "tts_ttfb_s", "tts_rtf")
 FAULT_KEYS = {
     "status", "headers", "times", "reset", "delay", "cut_after_chunks", "malformed_after_chunks",
@@ -164,9 +169,13 @@ class FakeProviders(_Queries):
     """Fake OpenAI (transcriptions, chat completions) and ElevenLabs (TTS) server."""
 
     def __init__(
-        self, host: str = "127.0.0.1", port: int = 0, profile: dict[str, float] | None = None
+        self, host: str = "127.0.0.1", port: int = 0, profile: dict[str, float] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """``ssl_context``: serve HTTPS (and WSS) with it, as the SDKs' WebSocket helpers
+        connect only to ``wss://`` addresses."""
         self.host, self.port = host, port
+        self.ssl_context = ssl_context
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -259,7 +268,8 @@ class FakeProviders(_Queries):
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.ssl_context else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
     @property
     def openai_base_url(self) -> str:
@@ -273,7 +283,8 @@ class FakeProviders(_Queries):
         """Start listening on the current event loop (sets ``self.port``)."""
         self._runner = web.AppRunner(self.make_app(), shutdown_timeout=1.0)
         await self._runner.setup()
-        await web.TCPSite(self._runner, self.host, self.port).start()
+        await web.TCPSite(self._runner, self.host, self.port,
+                          ssl_context=self.ssl_context).start()
         self.port = self._runner.addresses[0][1]
 
     async def stop_async(self) -> None:
@@ -308,6 +319,7 @@ class FakeProviders(_Queries):
         app.router.add_post("/v1/audio/transcriptions", self._provider("transcriptions", self._stt))
         app.router.add_post("/v1/chat/completions", self._provider("chat", self._chat_route))
         app.router.add_get("/v1/realtime", realtime_route(self))
+        app.router.add_get("/v1/text-to-speech/{voice_id}/stream-input", stream_input_route(self))
         app.router.add_post("/v1/text-to-speech/{voice_id}", self._provider("tts", self._tts))
         app.router.add_post(
             "/v1/text-to-speech/{voice_id}/stream", self._provider("tts", self._tts)
