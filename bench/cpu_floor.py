@@ -195,19 +195,19 @@ def floor_turn_ws(turn: str, pieces: list[str], sentences: list[list[int]],
 def floor_speak_ws(turn: str, text: str, chunks: list[int], n_pieces: int,
                    pause_s: float = 0.0) -> None:
     """A turn's audio from one connection to the voice's input stream (ElevenLabs'
-    ``stream-input`` WebSocket, through the ``websockets`` client the SDK's own helper uses),
-    fed each piece's text as it comes, relayed in the real turn's chunks."""
+    ``stream-input`` WebSocket, read on this thread: ``bench.ws_reader``), fed each piece's text
+    as it comes, relayed in the real turn's chunks."""
     import base64
     import json
     import threading
 
-    from websockets.sync.client import connect
+    from bench.ws_reader import WebSocket
 
     r, key = _redis(), f"floor:{turn}"
     url = os.environ["VOXQUEUE_ELEVENLABS_BASE_URL"].replace("http", "ws", 1)
-    with connect(f"{url}/v1/text-to-speech/JBFqnCBsd6RMkjVDRZzb/stream-input"
-                 "?model_id=eleven_flash_v2_5&output_format=pcm_16000",
-                 additional_headers={"xi-api-key": os.environ["ELEVENLABS_API_KEY"]}) as ws:
+    with WebSocket(f"{url}/v1/text-to-speech/JBFqnCBsd6RMkjVDRZzb/stream-input"
+                   "?model_id=eleven_flash_v2_5&output_format=pcm_16000",
+                   {"xi-api-key": os.environ["ELEVENLABS_API_KEY"]}) as ws:
         ws.send(json.dumps({"text": " "}))
         ws.send(json.dumps({"text": text + " ", "flush": True}))
 

@@ -66,3 +66,38 @@ def test_a_request_per_piece_relays_the_same_audio(floor: redis.Redis) -> None:
     sizes, ends = relayed(floor, turn)
     assert sum(sizes) == sum(audio_bytes(p) for p in PIECES)
     assert ends == [0, 1, 2]
+
+
+class CountingSocket:
+    """A socket that counts its reads."""
+
+    def __init__(self, sock: Any) -> None:
+        self.sock, self.reads = sock, 0
+
+    def recv(self, n: int) -> bytes:
+        self.reads += 1
+        return bytes(self.sock.recv(n))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sock, name)
+
+
+def test_the_floors_websocket_reads_what_piled_up_in_one_read() -> None:
+    """A pause lets the voice's frames pile up; the next read takes them all."""
+    import json
+    import time
+
+    from bench.ws_reader import WebSocket
+
+    with FakeProviders(profile={"tts_ttfb_s": 0.0, "tts_rtf": 0.0}) as fake:
+        url = fake.elevenlabs_base_url.replace("http", "ws", 1)
+        with WebSocket(f"{url}/v1/text-to-speech/v/stream-input?output_format=pcm_16000",
+                       {"xi-api-key": "el-test"}) as ws:
+            ws.sock = counting = CountingSocket(ws.sock)  # type: ignore[assignment]
+            ws.send(json.dumps({"text": " "}))
+            ws.send(json.dumps({"text": "A sentence of about three seconds of speech."}))
+            ws.send(json.dumps({"text": ""}))
+            time.sleep(0.5)  # everything is sent meanwhile
+            got = [json.loads(m) for m in ws]
+    assert got[-1] == {"isFinal": True} and len(got) > 25
+    assert counting.reads <= 4
