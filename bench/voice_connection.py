@@ -76,8 +76,10 @@ def main() -> None:
         print(f"| {shape} | {m['workers']:.1f} | {m['workers_wake_ups']:.0f} | "
               f"{m['fake providers']:.1f} | {m['redis']:.1f} |")
     a, b = (med[s]["workers"] for s in SHAPES)
+    rounds = [one["workers"] / per["workers"] for per, one in zip(*runs.values(), strict=True)]
     print(f"\none connection per turn / a request per piece, the workers' CPU: {b / a:.2f} "
-          f"({a - b:+.1f} ms per turn saved)")
+          f"({a - b:+.1f} ms per turn saved; each round: "
+          f"{', '.join(f'{x:.2f}' for x in rounds)})")
 
 
 if __name__ == "__main__":
