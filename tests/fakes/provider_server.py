@@ -16,8 +16,8 @@ Out of process: ``python -m tests.fakes.provider_server --port 0 [--profile JSON
 (or :func:`spawn`, which does both).
 
 The Realtime transcription WebSocket (``/v1/realtime``) is in ``tests.fakes.realtime_ws``, the
-text-to-speech input stream (``/v1/text-to-speech/{voice}/stream-input``) in
-``tests.fakes.tts_input_ws``.
+text-to-speech input streams (``/v1/text-to-speech/{voice}/stream-input`` and
+``…/multi-stream-input``) in ``tests.fakes.tts_input_ws``.
 
 Faults (``inject(route, **fault)``, route "chat" | "transcriptions" | "tts" | "tts-input" |
 "realtime"), a FIFO
@@ -320,6 +320,8 @@ class FakeProviders(_Queries):
         app.router.add_post("/v1/chat/completions", self._provider("chat", self._chat_route))
         app.router.add_get("/v1/realtime", realtime_route(self))
         app.router.add_get("/v1/text-to-speech/{voice_id}/stream-input", stream_input_route(self))
+        app.router.add_get("/v1/text-to-speech/{voice_id}/multi-stream-input",
+                           stream_input_route(self, multi=True))
         app.router.add_post("/v1/text-to-speech/{voice_id}", self._provider("tts", self._tts))
         app.router.add_post(
             "/v1/text-to-speech/{voice_id}/stream", self._provider("tts", self._tts)
