@@ -175,9 +175,7 @@ def floor_turn_ws(turn: str, pieces: list[str], sentences: list[list[int]],
 
     def send(seq: int) -> None:
         if seq == 0:
-            floor_speak_ws.apply_async(
-                args=[turn, pieces[0], [size for s in sentences for size in s], len(pieces),
-                      pause_s], queue="tts")
+            floor_speak_ws.apply_async(args=[turn, pieces[0], sentences, pause_s], queue="tts")
         else:
             r.rpush(f"floor:{turn}:text", pieces[seq])
 
@@ -192,53 +190,50 @@ def floor_turn_ws(turn: str, pieces: list[str], sentences: list[list[int]],
 
 
 @app.task(name="voxqueue.tts.floor_speak_ws")
-def floor_speak_ws(turn: str, text: str, chunks: list[int], n_pieces: int,
+def floor_speak_ws(turn: str, text: str, sentences: list[list[int]],
                    pause_s: float = 0.0) -> None:
-    """A turn's audio from one connection to the voice's input stream (ElevenLabs'
-    ``stream-input`` WebSocket, read on this thread: ``bench.ws_reader``), fed each piece's text
-    as it comes, relayed in the real turn's chunks."""
-    import base64
-    import json
+    """A turn's audio from one connection to the voice (ElevenLabs' multi-context input
+    stream, through ``workers.tts.providers.elevenlabs_contexts``: a context per piece), fed
+    the later pieces' text as they come, each relayed in the real turn's chunks."""
     import threading
 
-    from bench.ws_reader import WebSocket
+    from workers.tts.providers.elevenlabs_contexts import Audio, VoiceContexts
 
     r, key = _redis(), f"floor:{turn}"
-    url = os.environ["VOXQUEUE_ELEVENLABS_BASE_URL"].replace("http", "ws", 1)
-    with WebSocket(f"{url}/v1/text-to-speech/JBFqnCBsd6RMkjVDRZzb/stream-input"
-                   "?model_id=eleven_flash_v2_5&output_format=pcm_16000",
-                   {"xi-api-key": os.environ["ELEVENLABS_API_KEY"]}) as ws:
-        ws.send(json.dumps({"text": " "}))
-        ws.send(json.dumps({"text": text + " ", "flush": True}))
+    settings = Settings(_env_file=None,  # type: ignore[call-arg]
+                        elevenlabs_api_key=os.environ["ELEVENLABS_API_KEY"],
+                        elevenlabs_base_url=os.environ["VOXQUEUE_ELEVENLABS_BASE_URL"])
+    sizes = [iter(s) for s in sentences]
+    want = [next(s, 0) for s in sizes]
+    held = [bytearray() for _ in sentences]
+    ended = 0
+    with VoiceContexts(settings, deadline=time.time() + 60) as voice:
+        voice.speak("0", text)
 
         def feed() -> None:  # the later pieces' text, as the agent's step sends it
-            for _ in range(n_pieces - 1):
+            for seq in range(1, len(sentences)):
                 _, more = r.blpop([f"{key}:text"], timeout=60) or (None, b"")
-                ws.send(json.dumps({"text": more.decode() + " ", "flush": True}))
-            ws.send(json.dumps({"text": ""}))
+                voice.speak(str(seq), more.decode())
 
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
-        sizes = iter(chunks)
-        want, held = next(sizes, 0), bytearray()
-        for message in _in_batches(ws, pause_s):
-            data = json.loads(message)
-            if data.get("audio"):
-                held += base64.b64decode(data["audio"])
-            while want and len(held) >= want:
-                r.xadd(key, {"a": bytes(held[:want])})
-                del held[:want]
-                want = next(sizes, 0)
-            if data.get("isFinal"):
-                break
+        for event in _in_batches(voice.events(), pause_s):
+            seq = int(event.context)
+            if not isinstance(event, Audio):
+                if held[seq]:
+                    r.xadd(key, {"a": bytes(held[seq])})
+                r.xadd(key, {"end": seq})
+                ended += 1
+                if ended == len(sentences):
+                    break
+                continue
+            held[seq] += event.pcm
+            while want[seq] and len(held[seq]) >= want[seq]:
+                r.xadd(key, {"a": bytes(held[seq][:want[seq]])})
+                del held[seq][:want[seq]]
+                want[seq] = next(sizes[seq], 0)
         feeder.join()
-    pipe = r.pipeline(transaction=False)
-    if held:
-        pipe.xadd(key, {"a": bytes(held)})
-    for seq in range(n_pieces):
-        pipe.xadd(key, {"end": seq})
-    pipe.delete(f"{key}:text")
-    pipe.execute()
+    r.delete(f"{key}:text")
 
 
 def start_workers(redis_url: str, log_dir: Path,

@@ -72,7 +72,8 @@ def stream_input_route(fake: FakeProviders, *, multi: bool = False) -> Any:
             fake._note(record, fault=fault)
             if "status" in fault:
                 return web.json_response({"detail": {"message": "Injected fault"}},
-                                         status=int(fault["status"]))
+                                         status=int(fault["status"]),
+                                         headers=fault.get("headers", {}))
         ws = web.WebSocketResponse()
         await ws.prepare(request)
         stream = (MultiStream if multi else InputStream)(fake, ws, record, rate, key)

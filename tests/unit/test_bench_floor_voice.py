@@ -48,14 +48,14 @@ def test_one_connection_per_turn_relays_every_piece_in_the_turns_chunks(
         floor: redis.Redis) -> None:
     turn = uuid.uuid4().hex
     total = sum(audio_bytes(p) for p in PIECES)
-    chunks = [640, 8000, 16000, 32000, 64000]
+    chunks = [[640, 8000, 16000], [8000, 32000], [64000]]  # per piece
     for later in PIECES[1:]:  # as the agent's step sends them
         floor.rpush(f"floor:{turn}:text", later)
-    cpu_floor.floor_speak_ws.run(turn, PIECES[0], chunks, len(PIECES), 0.0)
+    cpu_floor.floor_speak_ws.run(turn, PIECES[0], chunks, 0.0)
     sizes, ends = relayed(floor, turn)
     assert sum(sizes) == total
-    assert sizes[:len(chunks)] == chunks  # then what is left, at once
-    assert ends == [0, 1, 2]
+    assert sorted(ends) == [0, 1, 2]
+    assert 640 in sizes and sizes.count(8000) == 2  # the pieces' own chunks
     assert not floor.exists(f"floor:{turn}:text")
 
 
@@ -66,38 +66,3 @@ def test_a_request_per_piece_relays_the_same_audio(floor: redis.Redis) -> None:
     sizes, ends = relayed(floor, turn)
     assert sum(sizes) == sum(audio_bytes(p) for p in PIECES)
     assert ends == [0, 1, 2]
-
-
-class CountingSocket:
-    """A socket that counts its reads."""
-
-    def __init__(self, sock: Any) -> None:
-        self.sock, self.reads = sock, 0
-
-    def recv(self, n: int) -> bytes:
-        self.reads += 1
-        return bytes(self.sock.recv(n))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.sock, name)
-
-
-def test_the_floors_websocket_reads_what_piled_up_in_one_read() -> None:
-    """A pause lets the voice's frames pile up; the next read takes them all."""
-    import json
-    import time
-
-    from bench.ws_reader import WebSocket
-
-    with FakeProviders(profile={"tts_ttfb_s": 0.0, "tts_rtf": 0.0}) as fake:
-        url = fake.elevenlabs_base_url.replace("http", "ws", 1)
-        with WebSocket(f"{url}/v1/text-to-speech/v/stream-input?output_format=pcm_16000",
-                       {"xi-api-key": "el-test"}) as ws:
-            ws.sock = counting = CountingSocket(ws.sock)  # type: ignore[assignment]
-            ws.send(json.dumps({"text": " "}))
-            ws.send(json.dumps({"text": "A sentence of about three seconds of speech."}))
-            ws.send(json.dumps({"text": ""}))
-            time.sleep(0.5)  # everything is sent meanwhile
-            got = [json.loads(m) for m in ws]
-    assert got[-1] == {"isFinal": True} and len(got) > 25
-    assert counting.reads <= 4
