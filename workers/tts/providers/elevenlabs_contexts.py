@@ -13,7 +13,6 @@ quarter less CPU than a request per piece. The TTS task does not speak through i
 
 from __future__ import annotations
 
-import base64
 import binascii
 import contextlib
 import json
@@ -141,16 +140,22 @@ class VoiceContexts:
 
 
 def _event(raw: bytes) -> Audio | Done:
-    """A server message as an event; an error message or a malformed one raises."""
+    """A server message as an event; an error message or a malformed one raises. An audio
+    message of the usual shape is read without building the SDK's model (a tenth of its cost,
+    for a hundred messages a turn); any other goes through the SDK's types."""
     try:
         data = json.loads(raw)
         if not isinstance(data, dict):
             raise ValueError("not an object")
+        audio, context = data.get("audio"), data.get("contextId")
+        if isinstance(audio, str) and isinstance(context, str) and not data.get("isFinal"):
+            return Audio(context, binascii.a2b_base64(audio, strict_mode=True))
         if data.get("isFinal"):
             return Done(str(FinalOutputMulti.model_validate(data).context_id))
         if "audio" in data:
             out = AudioOutputMulti.model_validate(data)
-            return Audio(str(out.context_id), base64.b64decode(out.audio or "", validate=True))
+            return Audio(str(out.context_id), binascii.a2b_base64(out.audio or "",
+                                                                  strict_mode=True))
     except (ValueError, ValidationError, binascii.Error) as exc:
         raise ProviderError(f"ElevenLabs sent a malformed message: {exc}") from exc
     error = data.get("error") or data.get("message") or "unknown"
