@@ -28,6 +28,7 @@ def floor(redis_server: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[redis.
     with FakeProviders() as fake:
         monkeypatch.setattr(cpu_floor, "_redis", lambda: client)
         monkeypatch.setattr(cpu_floor, "_voice", cpu_floor._voice.__wrapped__)  # uncached
+        monkeypatch.setattr(cpu_floor, "_voice_settings", cpu_floor._voice_settings.__wrapped__)
         monkeypatch.setenv("ELEVENLABS_API_KEY", "el-test")
         monkeypatch.setenv("VOXQUEUE_ELEVENLABS_BASE_URL", fake.elevenlabs_base_url)
         yield client
