@@ -6,9 +6,10 @@ WebSocket and sends back each context's audio tagged with it, then its end. The 
 those types (``InitializeConnectionMulti``, ``SendTextMulti``, ``CloseContext``,
 ``CloseSocket``, ``AudioOutputMulti``, ``FinalOutputMulti``), over ``voice_socket``.
 
-Measured on the floor (``python -m bench.voice_connection``), one connection per turn costs a
-quarter less CPU than a request per piece. The TTS task does not speak through it yet (issue
-#19's next step: a task per turn fed its pieces through Redis); the floor bench does.
+Measured on the floor (``python -m bench.voice_connection``), one connection per turn with a
+context per piece cost 0.85 of the CPU of a request per piece (README, *CPU per turn*). The TTS
+task does not speak through it (that would take a task per turn fed its pieces through Redis,
+and its crash story); the floor bench does.
 """
 
 from __future__ import annotations
