@@ -201,11 +201,11 @@ def floor_turn_ws(turn: str, pieces: list[str], sentences: list[list[int]],
 def floor_speak_ws(turn: str, text: str, sentences: list[list[int]],
                    pause_s: float = 0.0) -> None:
     """A turn's audio from one connection to the voice (ElevenLabs' multi-context input
-    stream, through ``workers.tts.providers.elevenlabs_contexts``: a context per piece), fed
+    stream, through ``bench.voice_contexts``: a context per piece), fed
     the later pieces' text as they come, each relayed in the real turn's chunks."""
     import threading
 
-    from workers.tts.providers.elevenlabs_contexts import Audio, VoiceContexts
+    from bench.voice_contexts import Audio, VoiceContexts
 
     r, key = _redis(), f"floor:{turn}"
     settings = _voice_settings()

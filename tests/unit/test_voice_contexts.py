@@ -1,4 +1,4 @@
-"""ElevenLabs' multi-context input stream through ``VoiceContexts`` and its ``VoiceSocket``,
+"""ElevenLabs' multi-context input stream through ``VoiceContexts`` and its ``VoiceSocket``
 against the fake voice: each context's audio and end, TLS, and every way it fails."""
 
 from __future__ import annotations
@@ -15,18 +15,18 @@ from typing import Any
 import pytest
 import trustme
 
-from tests.conftest import free_port
-from tests.fakes import FakeProviders
-from voxqueue.settings import Settings
-from workers.runtime.retry import ProviderError
-from workers.tts.providers.elevenlabs_contexts import (
+from bench.voice_contexts import (
     Audio,
     Done,
     VoiceContexts,
     _event,
     socket_url,
 )
-from workers.tts.providers.voice_socket import VoiceSocket
+from bench.voice_socket import VoiceSocket
+from tests.conftest import free_port
+from tests.fakes import FakeProviders
+from voxqueue.settings import Settings
+from workers.runtime.retry import ProviderError
 
 FIRST, SECOND = "Tomorrow will be sunny", "in Lisbon with a high of twenty four degrees."
 

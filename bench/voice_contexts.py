@@ -6,10 +6,10 @@ WebSocket and sends back each context's audio tagged with it, then its end. The 
 those types (``InitializeConnectionMulti``, ``SendTextMulti``, ``CloseContext``,
 ``CloseSocket``, ``AudioOutputMulti``, ``FinalOutputMulti``), over ``voice_socket``.
 
-Measured on the floor (``python -m bench.voice_connection``), one connection per turn with a
-context per piece cost 0.85 of the CPU of a request per piece (README, *CPU per turn*). The TTS
-task does not speak through it (that would take a task per turn fed its pieces through Redis,
-and its crash story); the floor bench does.
+The floor bench's voice for one connection per turn (``python -m bench.voice_connection``:
+0.85 of the CPU of a request per piece, README, *CPU per turn*). Written and tested as a
+provider would be (TLS, refusals and breaks as ``ProviderError``), so that a TTS task per turn
+can take it up if that shape is built; the workers do not use it.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ from elevenlabs.types import (
 )
 from pydantic import ValidationError
 
+from bench.voice_socket import InvalidStatus, SocketClosed, VoiceSocket
 from voxqueue.settings import Settings
 from workers.runtime.retry import ProviderError, retry_after_seconds
-from workers.tts.providers.voice_socket import InvalidStatus, SocketClosed, VoiceSocket
 
 DEFAULT_BASE_URL = "https://api.elevenlabs.io"
 
