@@ -69,9 +69,9 @@ def socket_url(settings: Settings) -> str:
 class VoiceContexts:
     """One connection to the voice; ``speak`` a context's text, read ``events`` as they come.
 
-    Errors are ``ProviderError``: retryable when the voice was unreachable, refused the upgrade
-    with 408/409/429/5xx (its Retry-After kept), or dropped the connection; not when it refused
-    the key or a message.
+    Errors are ``ProviderError``: retryable when the voice was unreachable or refused the
+    upgrade with 408/409/429/5xx (its Retry-After kept); not when it refused the key or a
+    message, nor when the stream broke once audio came (spoken again, it would be heard twice).
     """
 
     def __init__(self, settings: Settings, *, deadline: float) -> None:
@@ -160,4 +160,4 @@ def _event(raw: bytes) -> Audio | Done:
     except (ValueError, ValidationError, binascii.Error) as exc:
         raise ProviderError(f"ElevenLabs sent a malformed message: {exc}") from exc
     error = data.get("error") or data.get("message") or "unknown"
-    raise ProviderError(f"ElevenLabs refused: {error}", status=data.get("code"))
+    raise ProviderError(f"ElevenLabs refused: {error} ({data.get('message', '')})")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import socket
 import ssl
 import threading
+from collections import deque
 from collections.abc import Iterator, Mapping
 from types import TracebackType
 
@@ -56,7 +57,7 @@ class VoiceSocket:
             self.sock = sock
             self.protocol = ClientProtocol(uri)
             self._lock = threading.Lock()
-            self._pending: list[bytes] = []
+            self._pending: deque[bytes] = deque()
             self._partial: list[bytes] = []  # a fragmented message's frames so far
             self._eof = False
             request = self.protocol.connect()
@@ -90,7 +91,7 @@ class VoiceSocket:
         any other end raises ``SocketClosed``."""
         while True:
             while self._pending:
-                yield self._pending.pop(0)
+                yield self._pending.popleft()
             if self._eof or self.protocol.close_rcvd is not None:
                 close = self.protocol.close_rcvd
                 if close is not None and close.code == 1000:
