@@ -201,8 +201,8 @@ def floor_turn_ws(turn: str, pieces: list[str], sentences: list[list[int]],
 def floor_speak_ws(turn: str, text: str, sentences: list[list[int]],
                    pause_s: float = 0.0) -> None:
     """A turn's audio from one connection to the voice (ElevenLabs' multi-context input
-    stream, through ``bench.voice_contexts``: a context per piece), fed
-    the later pieces' text as they come, each relayed in the real turn's chunks."""
+    stream, through ``bench.voice_contexts``: a context per piece), fed the later pieces' text
+    as they come, each relayed in the real turn's chunks."""
     import threading
 
     from bench.voice_contexts import Audio, VoiceContexts

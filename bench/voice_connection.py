@@ -10,10 +10,10 @@ audio chunks of a real turn of this checkout, alternating in each round:
 - **a request per piece** (today's shape): the agent's step reads the model's stream and sends
   a TTS task per piece; each opens an HTTP stream to the voice through the official SDK;
 - **one connection per turn**: the first piece starts the turn's one TTS task, which opens
-  ElevenLabs' multi-context input stream (``bench/voice_contexts.py``: a
-  context per piece, the socket read on the task's thread so that a read after a pause takes
-  every frame that piled up) and is fed the later pieces through a Redis list, the audio
-  coming back as base64 in JSON messages.
+  ElevenLabs' multi-context input stream (``bench/voice_contexts.py``: a context per piece,
+  the socket read on the task's thread so that a read after a pause takes every frame that
+  piled up) and is fed the later pieces through a Redis list, the audio coming back as base64
+  in JSON messages.
 
 Both read with the floor's pauses (0.2 s after a read that waited). Prints the workers' CPU
 per turn (and wake-ups) of each shape, medians over the rounds, and their ratio.
