@@ -141,6 +141,11 @@ def tone_pcm(seconds: float, rate: int, freq: float = 440.0, amplitude: float = 
     return (np.sin(2 * np.pi * freq * t) * amplitude * 32767).astype("<i2").tobytes()
 
 
+def spoken_pcm(text: str, rate: int = 16000) -> bytes:
+    """What the fake voice says for ``text``: 60 ms of tone per character, at least 0.2 s."""
+    return tone_pcm(max(0.2, 0.06 * len(text)), rate)
+
+
 class _Queries:
     """Helpers over ``requests``, shared by the in-process server and the HTTP client."""
 
@@ -615,7 +620,7 @@ class FakeProviders(_Queries):
     async def _tts(self, request: web.Request, record: Json) -> web.StreamResponse:
         rate = PCM_RATES[request.query["output_format"]]
         text = str(record["json"]["text"])
-        pcm = tone_pcm(max(0.2, 0.06 * len(text)), rate)
+        pcm = spoken_pcm(text, rate)
         step = rate // 10 * 2  # 100 ms of 16-bit samples
         chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
         prof = self.profile

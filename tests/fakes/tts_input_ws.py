@@ -114,13 +114,13 @@ class Context:
         self.stream.ended.append(self)
 
     async def speak(self) -> None:
-        from tests.fakes.provider_server import tone_pcm
+        from tests.fakes.provider_server import spoken_pcm
 
         fake, rate, due = self.stream.fake, self.stream.rate, 0.0
         while (text := await self.generations.get()) is not None:
             prof = fake.profile
             await asyncio.sleep(prof["tts_ttfb_s"])
-            pcm = tone_pcm(max(0.2, 0.06 * len(text)), rate)
+            pcm = spoken_pcm(text, rate)
             step = rate // 10 * 2  # 100 ms of 16-bit samples
             due = max(due, time.monotonic())
             for i in range(0, len(pcm), step):

@@ -28,7 +28,7 @@ import uuid
 import pytest
 
 from tests.conftest import SPEECH, RedisServer, System, system_env
-from tests.fakes.provider_server import tone_pcm
+from tests.fakes.provider_server import spoken_pcm
 from tests.reliability.ledger import audit_entries, heard_problems, history_problems
 from voxqueue.contracts import TurnEvent
 from voxqueue.turns import StreamEntry
@@ -123,7 +123,7 @@ def diagnosis(client, entries) -> str:
 
 
 def expected_pcm(text: str) -> bytes:
-    return tone_pcm(max(0.2, 0.06 * len(text)), 16000)  # the fake ElevenLabs voice
+    return spoken_pcm(text)  # the fake ElevenLabs voice
 
 
 @pytest.mark.parametrize(("pool", "point"), list(cases()))

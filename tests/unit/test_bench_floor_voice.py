@@ -12,6 +12,7 @@ import redis
 
 from bench import cpu_floor
 from tests.fakes import FakeProviders
+from tests.fakes.provider_server import spoken_pcm
 
 DB = 11
 PIECES = ["Tomorrow will be sunny", "in Lisbon with a high of twenty four degrees.",
@@ -19,7 +20,8 @@ PIECES = ["Tomorrow will be sunny", "in Lisbon with a high of twenty four degree
 
 
 def audio_bytes(text: str) -> int:
-    return int(max(0.2, 0.06 * len(text)) * 16000) * 2  # what the fake speaks for it
+    """What the fake voice speaks for one generation of ``text`` (16 kHz, 16-bit)."""
+    return len(spoken_pcm(text))
 
 
 @pytest.fixture

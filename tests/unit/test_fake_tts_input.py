@@ -17,13 +17,12 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 from tests.fakes import FakeProviders
-
-RATE = 16000
+from tests.fakes.provider_server import spoken_pcm
 
 
 def audio_bytes(text: str) -> int:
-    """What the fake speaks for one generation of ``text`` (16 kHz, 16-bit)."""
-    return int(max(0.2, 0.06 * len(text)) * RATE) * 2
+    """What the fake voice speaks for one generation of ``text`` (16 kHz, 16-bit)."""
+    return len(spoken_pcm(text))
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from bench.voice_contexts import (
 from bench.voice_socket import VoiceSocket
 from tests.conftest import free_port
 from tests.fakes import FakeProviders
+from tests.fakes.provider_server import spoken_pcm
 from voxqueue.settings import Settings
 from workers.runtime.retry import ProviderError
 
@@ -32,7 +33,8 @@ FIRST, SECOND = "Tomorrow will be sunny", "in Lisbon with a high of twenty four 
 
 
 def audio_bytes(text: str) -> int:
-    return int(max(0.2, 0.06 * len(text)) * 16000) * 2  # what the fake speaks for it
+    """What the fake voice speaks for one generation of ``text`` (16 kHz, 16-bit)."""
+    return len(spoken_pcm(text))
 
 
 def settings_for(base_url: str) -> Settings:
