@@ -117,10 +117,9 @@ def _voice_settings() -> Settings:
                     elevenlabs_base_url=os.environ["VOXQUEUE_ELEVENLABS_BASE_URL"])
 
 
-@app.task(name="voxqueue.agent.floor_turn_read")
-def floor_turn_read(turn: str, pieces: list[str], sentences: list[list[int]],
-                    pause_s: float = 0.0) -> None:
-    """The agent's step reading the model's stream: a TTS task per piece once its text is in."""
+def _read_model(pieces: list[str], pause_s: float, send: Callable[[int], None]) -> None:
+    """The agent's step: read the model's reply, ``send(seq)`` each piece once its text is in
+    (the last at the reply's end)."""
     import openai
 
     stream = _model().post(
@@ -134,15 +133,17 @@ def floor_turn_read(turn: str, pieces: list[str], sentences: list[list[int]],
             got += len((choice.get("delta") or {}).get("content") or "")
         while len(sent) < len(pieces) - 1 and got >= ends[len(sent)]:
             sent.append(len(sent))
-            _speak_read(turn, sent[-1], pieces, sentences, pause_s)
+            send(sent[-1])
     for seq in range(len(sent), len(pieces)):
-        _speak_read(turn, seq, pieces, sentences, pause_s)
+        send(seq)
 
 
-def _speak_read(turn: str, seq: int, pieces: list[str], sentences: list[list[int]],
-                pause_s: float) -> None:
-    floor_speak_read.apply_async(args=[turn, seq, pieces[seq], sentences[seq], pause_s],
-                                 queue="tts")
+@app.task(name="voxqueue.agent.floor_turn_read")
+def floor_turn_read(turn: str, pieces: list[str], sentences: list[list[int]],
+                    pause_s: float = 0.0) -> None:
+    """The agent's step reading the model's stream: a TTS task per piece once its text is in."""
+    _read_model(pieces, pause_s, lambda seq: floor_speak_read.apply_async(
+        args=[turn, seq, pieces[seq], sentences[seq], pause_s], queue="tts"))
 
 
 @app.task(name="voxqueue.tts.floor_speak_read")
@@ -171,30 +172,14 @@ def floor_turn_ws(turn: str, pieces: list[str], sentences: list[list[int]],
                   pause_s: float = 0.0) -> None:
     """The agent's step reading the model's stream, for one voice connection per turn: the
     first piece starts the turn's one TTS task, later pieces go to it through a Redis list."""
-    import openai
-
-    stream = _model().post(
-        "/chat/completions", cast_to=object, stream=True, stream_cls=openai.Stream[object],
-        body={"model": "gpt-4o-mini", "stream": True,
-              "messages": [{"role": "user", "content": "weather tomorrow"}]})
-    ends = list(itertools.accumulate(len(p) + 1 for p in pieces))
-    got, sent = 0, [0]  # the pieces sent so far
-    r = _redis()
 
     def send(seq: int) -> None:
         if seq == 0:
             floor_speak_ws.apply_async(args=[turn, pieces[0], sentences, pause_s], queue="tts")
         else:
-            r.rpush(f"floor:{turn}:text", pieces[seq])
+            _redis().rpush(f"floor:{turn}:text", pieces[seq])
 
-    for chunk in _in_batches(stream, pause_s, lambda: sent[0] > 0):
-        for choice in chunk.get("choices") or []:
-            got += len((choice.get("delta") or {}).get("content") or "")
-        while sent[0] < len(pieces) - 1 and got >= ends[sent[0]]:
-            send(sent[0])
-            sent[0] += 1
-    for seq in range(sent[0], len(pieces)):
-        send(seq)
+    _read_model(pieces, pause_s, send)
 
 
 @app.task(name="voxqueue.tts.floor_speak_ws")
