@@ -31,6 +31,7 @@ from elevenlabs.types import (
     InitializeConnectionMulti,
     SendTextMulti,
 )
+from elevenlabs.url_utils import build_ws_url
 from pydantic import ValidationError
 
 from bench.voice_socket import InvalidStatus, SocketClosed, VoiceSocket
@@ -57,13 +58,12 @@ class Done:
 
 def socket_url(settings: Settings) -> str:
     """The multi-context socket's address for the settings' voice and model, 16 kHz PCM."""
-    base = (settings.elevenlabs_base_url or DEFAULT_BASE_URL).rstrip("/")
-    scheme, sep, rest = base.partition("://")
-    ws = {"https": "wss", "http": "ws"}.get(scheme.lower())
-    if not sep or ws is None:
+    base = settings.elevenlabs_base_url or DEFAULT_BASE_URL
+    if not base.lower().startswith(("http://", "https://")):
         raise ValueError(f"not an http(s) address: {base!r}")
-    return (f"{ws}://{rest}/v1/text-to-speech/{settings.tts_voice}/multi-stream-input"
-            f"?model_id={settings.tts_model}&output_format=pcm_16000")
+    # The SDK's own builder (its realtime helper's): ws(s) scheme, percent-encoded parts.
+    return build_ws_url(base, ["v1", "text-to-speech", settings.tts_voice, "multi-stream-input"],
+                        {"model_id": settings.tts_model, "output_format": "pcm_16000"})
 
 
 class VoiceContexts:
