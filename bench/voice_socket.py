@@ -6,7 +6,8 @@ Here the socket is read only when the caller asks for a message and none is pars
 read after a pause takes every frame that piled up meanwhile in one system call (the pauses of
 ``workers/runtime/batching.py`` then save wake-ups, as they do for an HTTP stream).
 ``websockets``' own protocol (sans-I/O) does the handshake and the framing; ``send`` may be
-called from another thread than the reader's.
+called from another thread than the reader's (over TLS the session is entered by one thread at
+a time: ``voxqueue.tls_websocket``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from websockets.frames import Frame, Opcode
 from websockets.http11 import Request, Response
 from websockets.protocol import State
 from websockets.uri import parse_uri
+
+from voxqueue.tls_websocket import SerializedTLSSocket
 
 #: The most read at once: what piles up in a pause of a few seconds of 16 kHz audio, as base64.
 READ_BYTES = 256 * 1024
@@ -53,7 +56,9 @@ class VoiceSocket:
         try:
             if uri.secure:
                 context = ssl_context or ssl.create_default_context()
-                sock = context.wrap_socket(sock, server_hostname=uri.host)
+                tls = SerializedTLSSocket(context.wrap_socket(sock, server_hostname=uri.host))
+                tls.settimeout(timeout)
+                sock = tls  # type: ignore[assignment]
             self.sock = sock
             self.protocol = ClientProtocol(uri)
             self._lock = threading.Lock()

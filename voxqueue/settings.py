@@ -226,6 +226,9 @@ class Settings(BaseSettings):
     a trusted single machine."""
     device_token: SecretStr | None = None
     """The device's own token (``voxqueue devices add NAME``), sent to the gateway."""
+    gateway_ca_file: Path | None = None
+    """The CA certificates (PEM) a device trusts for the gateway's certificate: a private CA or
+    a self-signed certificate. Unset: the system's."""
     gateway_host: str = "127.0.0.1"
     gateway_port: int = 8765
     gateway_turns_per_minute: int = 30

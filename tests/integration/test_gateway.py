@@ -4,6 +4,7 @@ add``, and no Redis for any device."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -16,7 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, SPEECH, free_port
-from voxqueue.client import InputError
+from voxqueue.client import InputError, Unavailable
 from voxqueue.gateway.remote import GatewayClient
 from voxqueue.gateway.rules import session_of
 from voxqueue.settings import Settings
@@ -32,6 +33,7 @@ class Gateway:
     url: str
     env: dict[str, str]
     log: Path
+    ca_file: Path | None = None  # what a device trusts for the gateway's certificate
 
     def add(self, name: str) -> str:
         """``voxqueue devices add NAME``: the token it prints."""
@@ -44,32 +46,41 @@ class Gateway:
         token = self.add(name or f"dev-{uuid.uuid4().hex[:8]}")
         return GatewayClient(Settings(  # type: ignore[call-arg]
             _env_file=None, gateway_url=self.url, device_token=token,
-            redis_url="redis://127.0.0.1:1/0"))
+            gateway_ca_file=self.ca_file, redis_url="redis://127.0.0.1:1/0"))
 
 
-@pytest.fixture(scope="module")
-def gateway(system, tmp_path_factory) -> Iterator[Gateway]:
+@contextlib.contextmanager
+def running_gateway(system, log_dir: Path, *tls: str) -> Iterator[Gateway]:
+    """``voxqueue gateway`` in its own process (``tls``: its --certfile/--keyfile options)."""
     port = free_port()
     env = {**system.env, "VOXQUEUE_GATEWAY_TURNS_PER_MINUTE": str(TURNS_PER_MINUTE),
            "VOXQUEUE_MAX_AUDIO_BYTES": str(MAX_AUDIO_BYTES), "VOXQUEUE_MAX_DEADLINE_S": "120"}
-    log_path = tmp_path_factory.mktemp("gateway") / "gateway.log"
+    log_path = log_dir / "gateway.log"
     log = log_path.open("wb")
-    proc = subprocess.Popen([*VOXQUEUE, "gateway", "--port", str(port)], env=env, cwd=ROOT,
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([*VOXQUEUE, "gateway", "--port", str(port), *tls], env=env,
+                            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{port}"
     give_up = time.time() + 30
     while True:
         try:
-            if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+            if httpx.get(f"{url}/v1/health", timeout=1, verify=False).status_code == 200:
                 break
         except httpx.HTTPError:
             pass
         assert proc.poll() is None and time.time() < give_up, "the gateway did not start"
         time.sleep(0.2)
-    yield Gateway(url, env, log_path)
-    proc.terminate()
-    proc.wait(10)
-    log.close()
+    try:
+        yield Gateway(url, env, log_path)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def gateway(system, tmp_path_factory) -> Iterator[Gateway]:
+    with running_gateway(system, tmp_path_factory.mktemp("gateway")) as running:
+        yield running
 
 
 # -- what a device does ---------------------------------------------------------------------------
@@ -286,3 +297,71 @@ def test_no_device_token_in_the_gateways_log(gateway):
     logged = gateway.log.read_text(errors="replace")
     assert "GET /v1/announcements" in logged, "the gateway logs its requests"
     assert token not in logged and "vqd_" not in logged
+
+
+# -- over TLS, as a gateway on a network is run ----------------------------------------------------
+@pytest.fixture(scope="module")
+def tls_gateway(system, tmp_path_factory) -> Iterator[Gateway]:
+    """``voxqueue gateway --certfile --keyfile`` with a certificate from a private CA (TLS 1.3,
+    session tickets on: uvicorn's defaults); devices trust the CA by
+    ``VOXQUEUE_GATEWAY_CA_FILE``."""
+    import trustme
+
+    where = tmp_path_factory.mktemp("tls-gateway")
+    ca = trustme.CA()
+    issued = ca.issue_cert("127.0.0.1")
+    issued.cert_chain_pems[0].write_to_path(str(where / "cert.pem"))
+    issued.private_key_pem.write_to_path(str(where / "key.pem"))
+    ca.cert_pem.write_to_path(str(where / "ca.pem"))
+    with running_gateway(system, where, "--certfile", str(where / "cert.pem"),
+                         "--keyfile", str(where / "key.pem")) as running:
+        running.ca_file = where / "ca.pem"
+        yield running
+
+
+def test_a_device_streams_asks_and_hears_over_tls(tls_gateway, fake):
+    fake.script_transcripts("what time is it")
+    fake.script_chat({"match": "what time", "content": "Time for tea, securely."},
+                     {"match": "are you there", "content": "Over TLS."})
+    with tls_gateway.device("tls-box") as device:
+        assert device.tls is not None
+        streamed = device.say_frames(iter(frames_of("command_time.wav"))).wait(timeout=30)
+        asked = device.ask("are you there")
+        audio = b"".join(asked.playback(timeout=30))
+    assert streamed.status == "ok", streamed.error
+    assert streamed.reply == "Time for tea, securely."
+    assert asked.result().reply == "Over TLS." and len(audio) > 3200
+
+
+def test_a_device_that_does_not_trust_the_gateways_certificate_is_told_so(tls_gateway):
+    token = tls_gateway.add("untrusting-box")
+    device = GatewayClient(Settings(  # type: ignore[call-arg]
+        _env_file=None, gateway_url=tls_gateway.url, device_token=token,
+        redis_url="redis://127.0.0.1:1/0"))
+    with device, pytest.raises(Unavailable) as refused:
+        device.ask("hello")
+    assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value)
+    with pytest.raises(Unavailable) as streamed:
+        device.say_frames(iter(frames_of("command_time.wav")))
+    assert "CERTIFICATE_VERIFY_FAILED" in str(streamed.value)
+
+
+def test_the_edge_streams_its_capture_through_a_tls_gateway(tls_gateway, fake, tmp_path):
+    """``voxqueue edge`` against ``https://``: its commands stream over ``wss://`` as they are
+    spoken (websockets' threaded client, its TLS session serialized) and the replies come back
+    over HTTPS."""
+    fake.script_transcripts("What time is it in Tokyo?", "Set a timer for five minutes.")
+    token = tls_gateway.add("tls-edge")
+    env = {**tls_gateway.env, "VOXQUEUE_GATEWAY_URL": tls_gateway.url,
+           "VOXQUEUE_DEVICE_TOKEN": token, "VOXQUEUE_GATEWAY_CA_FILE": str(tls_gateway.ca_file),
+           "VOXQUEUE_REDIS_URL": "redis://127.0.0.1:1/0", "VOXQUEUE_EDGE_DEVICE": "tls-edge"}
+    out = tmp_path / "replies"
+    proc = subprocess.run(
+        [*VOXQUEUE, "edge", "--wav", str(SPEECH / "edge_two_turns.wav"), "--audio-out", str(out),
+         "-w", "hey_jarvis", "-w", "okay_nabu"],
+        env=env, cwd=ROOT, capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("run-end ok") == 2, proc.stdout
+    assert len(sorted(out.glob("*-turn-*.wav"))) == 2
+    logged = tls_gateway.log.read_text(errors="replace")
+    assert logged.count("/v1/turns/stream") >= 2, "each command was streamed over wss"

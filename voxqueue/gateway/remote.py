@@ -4,10 +4,11 @@ with the device's token, and no Redis at all."""
 from __future__ import annotations
 
 import json
+import ssl
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import httpx
@@ -18,6 +19,9 @@ from voxqueue.contracts.gateway import Entries, GatewayError, TurnCreated
 from voxqueue.gateway.speech import GatewaySpeechStream
 from voxqueue.settings import Settings
 from voxqueue.turns import StreamEntry
+
+if TYPE_CHECKING:
+    from websockets.sync.client import ClientConnection
 
 
 class GatewayClient:
@@ -31,9 +35,12 @@ class GatewayClient:
             raise ValueError("set VOXQUEUE_GATEWAY_URL and VOXQUEUE_DEVICE_TOKEN")
         self.settings = settings
         token = settings.device_token.get_secret_value()
+        self.tls = (ssl.create_default_context(cafile=str(settings.gateway_ca_file))
+                    if settings.gateway_ca_file else None)
         self.http = httpx.Client(base_url=settings.gateway_url.rstrip("/"),
                                  headers={"Authorization": f"Bearer {token}"},
-                                 timeout=httpx.Timeout(15.0, connect=5.0))
+                                 timeout=httpx.Timeout(15.0, connect=5.0),
+                                 verify=self.tls or True)
 
     # -- turns ----------------------------------------------------------------------------------
     def ask(self, text: str, *, session: str | None = None, device: str | None = None,
@@ -61,18 +68,23 @@ class GatewayClient:
         """A command written while it is spoken (16 kHz mono int16), as ``Client.stream``:
         the turn starts with the first frame. ``device`` is the token's own."""
         from websockets.exceptions import WebSocketException
-        from websockets.sync.client import connect
 
         url = self._stream_url(16000, session, speak, deadline_s)
         try:
-            ws = connect(url, additional_headers={"Authorization":
-                                                  self.http.headers["Authorization"]},
-                         open_timeout=5)
+            ws = self._socket(url)
         except (OSError, TimeoutError, WebSocketException) as exc:
             raise Unavailable(f"the gateway's stream at {url.split('?')[0]} failed: "
                               f"{exc.__class__.__name__}: {exc}") from exc
         return GatewaySpeechStream(ws, lambda made: GatewayTurn(
             self, self._spec(made, "audio", None)))
+
+    def _socket(self, url: str) -> ClientConnection:
+        """The WebSocket at ``url``, with the device's token (and CA, over TLS)."""
+        from voxqueue.tls_websocket import connect
+
+        tls = {"ssl": self.tls} if self.tls is not None and url.startswith("wss:") else {}
+        return connect(url, additional_headers={"Authorization": self.http.headers[
+            "Authorization"]}, open_timeout=5, **tls)
 
     def _stream_url(self, rate: int, session: str | None, speak: bool,
                     deadline_s: float | None) -> str:
@@ -88,14 +100,11 @@ class GatewayClient:
         """A turn from audio sent frame by frame while it is captured (16-bit mono PCM at
         ``rate``; at 16 kHz speech to text runs while the frames arrive)."""
         from websockets.exceptions import ConnectionClosed, WebSocketException
-        from websockets.sync.client import connect
 
         url = self._stream_url(rate, session, speak, deadline_s)
-        token = self.http.headers["Authorization"]
         answers: list[dict[str, Any]] = []
         try:
-            with connect(url, additional_headers={"Authorization": token},
-                         open_timeout=5) as ws:
+            with self._socket(url) as ws:
                 try:
                     for frame in frames:
                         ws.send(frame)

@@ -4,7 +4,8 @@ official SDK's ``client.realtime.connect``), for a command streamed while it is 
 The audio goes to OpenAI as it is captured (resampled to the 24 kHz the API takes). At each of
 the speaker's pauses the audio so far is committed, so OpenAI transcribes it while the device
 is still waiting out the silence; when the command ends, only audio spoken since the last
-commit is left to transcribe (often none). A session that fails (refused, dropped, an error
+commit is left to transcribe (often none). Over TLS the session's socket is entered by one
+thread at a time (``voxqueue.tls_websocket``). A session that fails (refused, dropped, an error
 event, no answer in time) falls back to uploading the whole command, with the upload's retries.
 """
 
@@ -21,6 +22,7 @@ import numpy as np
 
 from voxqueue.audio import SAMPLE_RATE, resample
 from voxqueue.settings import Settings
+from voxqueue.tls_websocket import CONNECTION_OPTIONS
 from workers.stt.providers.base import Transcript
 
 if TYPE_CHECKING:
@@ -56,7 +58,9 @@ class OpenAIRealtimeHearing:
         self._deltas: dict[str, str] = {}
         self._failure: str | None = None
         self._conn = owner.client.realtime.connect(
-            extra_query={"intent": "transcription"}).enter()
+            extra_query={"intent": "transcription"},
+            websocket_connection_options=CONNECTION_OPTIONS,  # type: ignore[arg-type]
+        ).enter()
         self._send({"type": "session.update", "session": _session(s)})
         threading.Thread(target=self._read, name="openai-realtime", daemon=True).start()
 
