@@ -41,6 +41,18 @@ class Gateway:
                               capture_output=True, text=True, timeout=30, check=True)
         return done.stdout.strip()
 
+    def run_edge(self, name: str, out: Path) -> subprocess.CompletedProcess[str]:
+        """``voxqueue edge`` as device ``name`` (its own token, Redis out of its reach) on two
+        spoken commands, its replies written to ``out``."""
+        env = {**self.env, "VOXQUEUE_GATEWAY_URL": self.url,
+               "VOXQUEUE_DEVICE_TOKEN": self.add(name), "VOXQUEUE_EDGE_DEVICE": name,
+               "VOXQUEUE_REDIS_URL": "redis://127.0.0.1:1/0",
+               **({"VOXQUEUE_GATEWAY_CA_FILE": str(self.ca_file)} if self.ca_file else {})}
+        return subprocess.run(
+            [*VOXQUEUE, "edge", "--wav", str(SPEECH / "edge_two_turns.wav"), "--audio-out",
+             str(out), "-w", "hey_jarvis", "-w", "okay_nabu"],
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=90)
+
     def device(self, name: str | None = None) -> GatewayClient:
         """A new device's client: its own name and token; Redis out of reach."""
         token = self.add(name or f"dev-{uuid.uuid4().hex[:8]}")
@@ -196,14 +208,8 @@ def test_sessions_are_per_device_even_with_the_same_name(gateway, fake, client):
 def test_the_edge_runs_through_the_gateway_with_no_redis(gateway, fake, tmp_path):
     """``voxqueue edge`` with a gateway URL and its token, Redis out of its reach."""
     fake.script_transcripts("What time is it in Tokyo?", "Set a timer for five minutes.")
-    token = gateway.add("edge-box")
-    env = {**gateway.env, "VOXQUEUE_GATEWAY_URL": gateway.url, "VOXQUEUE_DEVICE_TOKEN": token,
-           "VOXQUEUE_REDIS_URL": "redis://127.0.0.1:1/0", "VOXQUEUE_EDGE_DEVICE": "edge-box"}
     out = tmp_path / "replies"
-    proc = subprocess.run(
-        [*VOXQUEUE, "edge", "--wav", str(SPEECH / "edge_two_turns.wav"), "--audio-out", str(out),
-         "-w", "hey_jarvis", "-w", "okay_nabu"],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=90)
+    proc = gateway.run_edge("edge-box", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("run-end ok") == 2, proc.stdout
     assert len(sorted(out.glob("*-turn-*.wav"))) == 2
@@ -351,15 +357,8 @@ def test_the_edge_streams_its_capture_through_a_tls_gateway(tls_gateway, fake, t
     spoken (websockets' threaded client, its TLS session serialized) and the replies come back
     over HTTPS."""
     fake.script_transcripts("What time is it in Tokyo?", "Set a timer for five minutes.")
-    token = tls_gateway.add("tls-edge")
-    env = {**tls_gateway.env, "VOXQUEUE_GATEWAY_URL": tls_gateway.url,
-           "VOXQUEUE_DEVICE_TOKEN": token, "VOXQUEUE_GATEWAY_CA_FILE": str(tls_gateway.ca_file),
-           "VOXQUEUE_REDIS_URL": "redis://127.0.0.1:1/0", "VOXQUEUE_EDGE_DEVICE": "tls-edge"}
     out = tmp_path / "replies"
-    proc = subprocess.run(
-        [*VOXQUEUE, "edge", "--wav", str(SPEECH / "edge_two_turns.wav"), "--audio-out", str(out),
-         "-w", "hey_jarvis", "-w", "okay_nabu"],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=90)
+    proc = tls_gateway.run_edge("tls-edge", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("run-end ok") == 2, proc.stdout
     assert len(sorted(out.glob("*-turn-*.wav"))) == 2
