@@ -12,6 +12,7 @@ writes them to ``DIR/<pid>.json``: real-time signals, which Celery leaves alone.
 from __future__ import annotations
 
 import functools
+import gc
 import importlib
 import json
 import os
@@ -22,8 +23,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+#: The interpreter's cyclic garbage collections, in whichever thread and section they ran.
+GC_LABEL = "garbage collection (any thread; within the rows above too)"
+
 #: (queue, label, module, attribute, kind): "call" times each call, "iter" each step of what
-#: it returns. The label's leading spaces show which row it is part of.
+#: it returns, "gc" the collections (through ``gc.callbacks``). The label's leading spaces show
+#: which row it is part of.
 SECTIONS: tuple[tuple[str, str, str, str, str], ...] = (
     ("tts", "TTS task body", "workers.tts.task", "speak.run", "call"),
     ("tts", "  begin: turn, fence and flags (a round trip)",
@@ -58,6 +63,8 @@ SECTIONS: tuple[tuple[str, str, str, str, str], ...] = (
     ("agent", "  the reply's last pieces", "workers.agent.speech", "Speaker.finish", "call"),
     ("agent", "  the reply stored and the turn closed",
      "workers.agent.loop", "_final_reply", "call"),
+    ("tts", GC_LABEL, "gc", "collect", "gc"),
+    ("agent", GC_LABEL, "gc", "collect", "gc"),
 )
 
 RESET = signal.SIGRTMIN + 1
@@ -108,6 +115,18 @@ def timed_steps(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _time_collections() -> Callable[[str, dict[str, Any]], None]:
+    """A ``gc.callbacks`` entry adding each collection's thread CPU to ``GC_LABEL``."""
+    started = threading.local()
+
+    def callback(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started.at = time.thread_time()
+        elif hasattr(started, "at"):
+            _add(GC_LABEL, time.thread_time() - started.at)
+    return callback
+
+
 def target(module: str, attribute: str) -> tuple[Any, str]:
     """The object holding ``attribute`` (``Class.method`` or a name) and the name in it."""
     owner: Any = importlib.import_module(module)
@@ -130,7 +149,10 @@ def reset() -> None:
 
 def install(out_dir: Path) -> None:
     """Wrap every section's function, and answer the reset and dump signals."""
+    gc.callbacks.append(_time_collections())
     for _queue, label, module, attribute, kind in SECTIONS:
+        if kind == "gc":
+            continue
         owner, name = target(module, attribute)
         wrap = timed_steps if kind == "iter" else timed
         setattr(owner, name, wrap(label, getattr(owner, name)))

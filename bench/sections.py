@@ -28,7 +28,7 @@ from pathlib import Path
 
 from bench.harness import bench_system, cpu_seconds, main_thread_cpu_seconds
 from bench.latency import PROFILE, REPLY, run_turns
-from bench.section_hooks import DUMP, RESET, SECTIONS
+from bench.section_hooks import DUMP, GC_LABEL, RESET, SECTIONS
 from tests.conftest import ROOT
 from voxqueue.process_table import DEFAULT_PROCESSES
 
@@ -64,7 +64,7 @@ def report(queue: str, totals: dict[str, list[float]], process_s: float, main_s:
         if section_queue != queue or label not in totals:
             continue
         cpu_s, calls = totals[label]
-        if not label.startswith(" "):
+        if not label.startswith(" ") and label != GC_LABEL:
             bodies += cpu_s
         shown = label.replace(" ", "\u00a0", len(label) - len(label.lstrip()))
         lines.append(f"| {shown} | {cpu_s * ms:.2f} | {calls / turns:.1f} | "

@@ -68,3 +68,23 @@ def test_a_reader_that_stops_early_closes_what_it_read() -> None:
     assert next(steps) == 1
     steps.close()  # type: ignore[attr-defined]
     assert closed == [True]
+
+
+def test_collections_are_counted_under_their_own_row() -> None:
+    import gc
+
+    section_hooks.reset()
+    callback = section_hooks._time_collections()
+    gc.callbacks.append(callback)
+    try:
+        cycles = []
+        for _ in range(20000):  # objects in cycles, for the collector to find
+            node: list[object] = []
+            node.append(node)
+            cycles.append(node)
+        del cycles
+        gc.collect()
+    finally:
+        gc.callbacks.remove(callback)
+    cpu_s, collections = section_hooks.totals()[section_hooks.GC_LABEL]
+    assert collections >= 1 and cpu_s > 0
