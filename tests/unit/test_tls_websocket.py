@@ -4,15 +4,15 @@ trustme CA), and, for the one-thread property itself, a session that notices two
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trustme
@@ -98,8 +98,8 @@ class WatchedSession:
             self._leave()
 
 
-def exchange(session: Any, sendall: Any, recv: Any, *, writers: int = 2, each: int = 150,
-             size: int = 700) -> int:
+def exchange(sendall: Callable[[bytes], None], recv: Callable[[int], bytes], *,
+             writers: int = 2, each: int = 150, size: int = 700) -> int:
     """Writers send while a reader reads what an echoing peer sends back: the bytes read."""
     total = writers * each * size
     got = 0
@@ -143,7 +143,7 @@ def test_reads_and_writes_from_several_threads_enter_the_session_one_at_a_time(
         echoing_pair: socket.socket) -> None:
     session = WatchedSession(echoing_pair)
     serialized = SerializedTLSSocket(session)  # type: ignore[arg-type]
-    assert exchange(session, serialized.sendall, serialized.recv) == 2 * 150 * 700
+    assert exchange(serialized.sendall, serialized.recv) == 2 * 150 * 700
     assert session.most_inside == 1
 
 
@@ -161,7 +161,7 @@ def test_the_watch_sees_two_threads_in_an_unserialized_session(
             except ssl.SSLWantWriteError:
                 time.sleep(0.0001)
 
-    exchange(session, sendall, session.recv)
+    exchange(sendall, session.recv)
     assert session.most_inside >= 2
 
 
@@ -210,8 +210,6 @@ def test_text_goes_out_while_the_audio_comes_in(
             ws.send(json.dumps({"text": text, "flush": True}))
         ws.send(json.dumps({"text": ""}))
         reader.join(30)
-    import base64
-
     (record,) = fake.requests_for("tts-input")
     pcm = b"".join(base64.b64decode(m["audio"]) for m in audio if m.get("audio"))
     assert audio[-1] == {"isFinal": True}
