@@ -16,15 +16,19 @@ socket to non-blocking, and waits for the network with the lock released.
 from __future__ import annotations
 
 import contextlib
+import functools
 import select
 import socket
 import ssl
 import threading
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from websockets.sync.client import ClientConnection
 from websockets.sync.client import connect as _connect
+
+T = TypeVar("T")
 
 #: The longest a wait for the network goes without looking whether the socket was closed:
 #: closing a socket does not wake a thread waiting on it.
@@ -56,32 +60,13 @@ class SerializedTLSSocket:
         self._timeout = timeout
 
     def recv(self, size: int) -> bytes:
-        deadline = None if self._timeout is None else time.monotonic() + self._timeout
-        while True:
-            with self._lock:
-                self._check_open()
-                try:
-                    return self._sock.recv(size)
-                except ssl.SSLWantReadError:  # a record not all here yet, or only a ticket
-                    writing = False
-                except ssl.SSLWantWriteError:
-                    writing = True
-            self._wait(writing, deadline)
+        return self._enter(functools.partial(self._sock.recv, size), self._deadline())
 
     def sendall(self, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data).cast("B")
-        deadline = None if self._timeout is None else time.monotonic() + self._timeout
+        deadline = self._deadline()
         while view:
-            with self._lock:
-                self._check_open()
-                try:
-                    view = view[self._sock.send(view):]
-                    continue
-                except ssl.SSLWantWriteError:
-                    writing = True
-                except ssl.SSLWantReadError:
-                    writing = False
-            self._wait(writing, deadline)
+            view = view[self._enter(functools.partial(self._sock.send, view), deadline):]
 
     def shutdown(self, how: int) -> None:
         """Half-close the connection; the session stays readable (``SSLSocket.shutdown`` would
@@ -95,6 +80,23 @@ class SerializedTLSSocket:
             with contextlib.suppress(OSError):  # not connected any more
                 socket.socket.shutdown(self._sock, socket.SHUT_RDWR)  # wakes select() elsewhere
             self._sock.close()
+
+    def _deadline(self) -> float | None:
+        return None if self._timeout is None else time.monotonic() + self._timeout
+
+    def _enter(self, call: Callable[[], T], deadline: float | None) -> T:
+        """``call`` into the session under the lock; when the session wants the network, wait
+        for it with the lock released and call again."""
+        while True:
+            with self._lock:
+                self._check_open()
+                try:
+                    return call()
+                except ssl.SSLWantReadError:  # a record not all here yet, or only a ticket
+                    writing = False
+                except ssl.SSLWantWriteError:
+                    writing = True
+            self._wait(writing, deadline)
 
     def _check_open(self) -> None:
         if self._closed:
