@@ -11,8 +11,8 @@ Why: #19 cut a turn's wake-ups by two thirds (reads in batches after pauses of u
 fewer and larger writes), so a turn's work runs in fewer and colder bursts. If a burst after a
 long sleep costs more than one that follows another (caches and branch predictors refilled after
 other tenants' work, a core clocked down), the saving depends on how busy the host is, which
-is what ``bench.cpu_before_after`` showed: the same code at 27 ms a turn one evening and 54 ms
-the next day.
+is what ``bench.cpu_before_after`` showed: the same code at 27 ms a turn in one run and 54 ms
+in another (``bench/cpu-per-turn-log.md``).
 """
 
 from __future__ import annotations
