@@ -16,12 +16,17 @@ from collections import Counter
 from pathlib import Path
 
 
+def py_spy() -> str | None:
+    """The py-spy beside this interpreter, else on the PATH (None: not installed)."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
 class Profiles:
     """``py-spy record`` on each process while a block runs (``start``/``stop``)."""
 
     def __init__(self, out_dir: Path, pids: dict[str, int], rate: int = 250) -> None:
-        beside = Path(sys.executable).parent / "py-spy"
-        self.exe = str(beside) if beside.exists() else shutil.which("py-spy")
+        self.exe = py_spy()
         if self.exe is None:
             raise SystemExit("--profile needs py-spy (pip install py-spy)")
         self.out_dir, self.pids, self.rate = out_dir, pids, rate

@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import subprocess
-import sys
 import time
 from collections import defaultdict
 from pathlib import Path
 
 from bench.harness import bench_system
 from bench.latency import PROFILE, REPLY, run_turns
+from bench.profiles import py_spy
 from voxqueue.process_table import DEFAULT_PROCESSES
 
 QUEUES = ("tts", "agent")
@@ -46,8 +45,7 @@ def thread_counters(pid: int) -> dict[int, tuple[int, int, int]]:
 
 def thread_names(pid: int) -> dict[int, str]:
     """Python's name of each thread of ``pid``, by ``py-spy dump`` (empty without py-spy)."""
-    beside = Path(sys.executable).parent / "py-spy"
-    exe = str(beside) if beside.exists() else shutil.which("py-spy")
+    exe = py_spy()
     if exe is None:
         return {}
     dump = subprocess.run([exe, "dump", "--pid", str(pid)], capture_output=True, text=True,
