@@ -23,9 +23,8 @@ from pathlib import Path
 from bench.harness import bench_system
 from bench.latency import PROFILE, REPLY, run_turns
 from bench.profiles import py_spy
+from bench.sections import QUEUES, queue_of
 from voxqueue.process_table import DEFAULT_PROCESSES
-
-QUEUES = ("tts", "agent")
 
 
 def thread_counters(pid: int) -> dict[int, tuple[int, int, int]]:
@@ -76,7 +75,7 @@ def main() -> None:
         run_turns(system, 6, 3, lambda i: system.client.ask("warm up", session=f"w{i}"))
         time.sleep(1)
         pids = {role: pid for role, pid in system.pids.items()
-                if role.split("-")[0] in QUEUES}
+                if queue_of(role) in QUEUES}
         before = {role: thread_counters(pid) for role, pid in pids.items()}
         run_turns(system, args.turns, args.concurrency,
                   lambda i: system.client.ask("weather tomorrow", session=f"c{i}"))
@@ -86,7 +85,7 @@ def main() -> None:
     for role, pid in pids.items():
         for tid, (cpu_ns, vol, invol) in after[role].items():
             was = before[role].get(tid, (0, 0, 0))  # a thread started during the turns: all
-            row = rows[(role.split("-")[0], kind(names[role].get(tid), tid == pid))]
+            row = rows[(queue_of(role), kind(names[role].get(tid), tid == pid))]
             row[0] += (cpu_ns - was[0]) / 1e6 / args.turns
             row[1] += (vol - was[1]) / args.turns
             row[2] += (invol - was[2]) / args.turns

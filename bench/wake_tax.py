@@ -10,7 +10,8 @@ wall time) by gap, medians over the rounds, and each as a multiple of back to ba
 Why: #19 cut a turn's wake-ups by two thirds (reads in batches after pauses of up to 0.2 s,
 fewer and larger writes), so a turn's work runs in fewer and colder bursts. If a burst after a
 long sleep costs more than one that follows another (caches and branch predictors refilled after
-other tenants' work, a core clocked down), the saving depends on how busy the host is, which
+whatever ran meanwhile: it stays with the cores kept busy, so it is not their idle state),
+the saving depends on how busy the host is, which
 is what ``bench.cpu_before_after`` showed: the same code at 27 ms a turn in one run and 54 ms
 in another (``bench/cpu-per-turn-log.md``).
 """
