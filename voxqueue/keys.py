@@ -41,6 +41,14 @@ class Keys:
     def tool_outcome(self, turn_id: str, call_id: str) -> str:
         return f"{self.prefix}:turn:{turn_id}:tool:{call_id}"
 
+    def tool_join(self, turn_id: str, step: int) -> str:
+        """The set of call ids of step ``step`` whose outcome is stored (the tools' join)."""
+        return f"{self.prefix}:turn:{turn_id}:join:{step}"
+
+    def job_owner(self, task_id: str) -> str:
+        """The broker delivery tag of the copy of a job that runs it (see ``stage.begin``)."""
+        return f"{self.prefix}:owner:{task_id}"
+
     def turn_untrusted(self, turn_id: str) -> str:
         """String: why the turn read untrusted content (a tool's name, or "alert")."""
         return f"{self.prefix}:turn:{turn_id}:untrusted"

@@ -1,5 +1,5 @@
 """One step of the agent loop: call the model with the whole history, then either fan the tool
-calls out as a chord (whose callback is the next step) or speak the final reply.
+calls out (the last of them to store its outcome sends the next step) or speak the final reply.
 
 Every write of a step happens once, atomically (``Stage.once``), and every send is idempotent
 (the job's own task id), so a step delivered again after its worker died finishes what the
@@ -13,7 +13,7 @@ import json
 import time
 from typing import Any
 
-from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, TOOLS_RUN
+from voxqueue.celery_config import AGENT_RESUME, TOOLS_RUN
 from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
@@ -119,27 +119,24 @@ def _give_up(stage: Stage, code: ErrorCode, message: str, say: str | None = None
 
 
 def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> None:
-    """Run the calls in parallel on the ``tools`` queue; the chord's callback is the next step.
+    """Run the calls in parallel on the ``tools`` queue; the one that completes their join
+    sends the next step (``workers/tools/join.py``).
 
-    Every id is the turn's own (group, calls, callback), so a chord dispatched again by a step
-    that died after dispatching it is the same chord: Celery counts each call once and sends
-    the callback once.
+    Every id is the turn's own (calls, next step), so calls sent again by a step that died
+    after sending them are the same jobs: each runs once, and the next step is sent once.
     """
     spec = stage.spec
-    if handoff.sent_before(stage, f"sent:tools-{step}"):
-        return
     now = time.time()
     run, _refused = cap_calls(calls, stage.rt.settings.max_tool_calls_per_answer)
     jobs = [ToolCallJob(turn_id=spec.turn_id, step=step, call_id=c.id, name=c.name,
-                        arguments=c.arguments, session_id=spec.session_id, device=spec.device,
-                        enqueued_at=now) for c in run]  # the rest are answered by resume
-    resume = AgentStep(turn_id=spec.turn_id, step=step + 1, enqueued_at=now)
-    # Tool tasks return their errors as data; only a broken tools service fails the chord.
-    handoff.fan_out(stage.rt, TOOLS_RUN, jobs, group_id=f"{spec.turn_id}.tools.{step}",
-                    then=(AGENT_RESUME, resume, f"[tool results] {resume.describe()}"),
-                    on_error=AGENT_CHORD_FAILED)
-    stage.crash_point("agent.after-send")
-    handoff.mark_sent(stage, f"sent:tools-{step}")
+                        arguments=c.arguments, calls=len(run), session_id=spec.session_id,
+                        device=spec.device, enqueued_at=now)
+            for c in run]  # the rest are answered by resume
+    if not jobs:  # every call refused: the next step answers them all
+        handoff.send_once(stage, AgentStep(turn_id=spec.turn_id, step=step + 1,
+                                           enqueued_at=now), AGENT_RESUME)
+        return
+    handoff.fan_out(stage, TOOLS_RUN, jobs, f"sent:tools-{step}")
 
 
 def _final_reply(stage: Stage, step: int, text: str, history: History) -> None:

@@ -25,7 +25,8 @@ POINTS: dict[str, tuple[str, ...]] = {
     "agent": ("agent.after-claim", "agent.after-open", "agent.mid-stream",
               "agent.after-answer", "agent.after-history", "agent.after-send",
               "agent.after-results"),
-    "tools": ("tools.after-claim", "tools.after-run", "tools.after-record"),
+    "tools": ("tools.after-claim", "tools.after-effect-claim", "tools.after-run",
+              "tools.after-record", "tools.after-join"),
     "tts": ("tts.after-claim", "tts.mid-stream", "tts.after-stream", "tts.after-done"),
 }
 ALL_POINTS = frozenset(p for points in POINTS.values() for p in points)

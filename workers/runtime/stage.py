@@ -17,7 +17,7 @@ from celery import Task
 
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.contracts.jobs import _Job
-from voxqueue.effects import Fence, Once
+from voxqueue.effects import Fence, Once, deliver_in
 from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.crash import crash_point
 from workers.runtime.resources import Runtime
@@ -130,6 +130,20 @@ class Stage:
         return round(max(0.0, self.started_at - job.enqueued_at) * 1000, 2)
 
 
+def delivery_tag(task: Task) -> str | None:
+    """The broker's tag of the message ``task`` runs from: a redelivery keeps it, a copy sent
+    again gets a new one (None when run without a broker)."""
+    request = task.request
+    tag = (getattr(request, "properties", None) or {}).get("delivery_tag")
+    return str(tag) if tag is not None else None
+
+
+def unacked_key(task: Task) -> str:
+    """kombu's hash of the messages delivered and not yet acknowledged, by tag."""
+    options = task.app.conf.broker_transport_options or {}
+    return f"{options.get('global_keyprefix', '')}{options.get('unacked_key', 'unacked')}"
+
+
 def runtime_of(task: Task) -> Runtime:
     """The Runtime of the worker process running ``task`` (built once by its app)."""
     rt: Runtime = task.app.runtime
@@ -151,17 +165,21 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
     task_id = task.request.id or job.task_id()
     pipe = rt.redis.pipeline(transaction=False)
     pipe.hget(k.turn(job.turn_id), "spec")
-    pipe.incr(k.deliveries(task_id))
-    pipe.expire(k.deliveries(task_id), rt.settings.turn_ttl_s)
+    deliver_in(pipe, deliveries=k.deliveries(task_id), owner=k.job_owner(task_id),
+               unacked=unacked_key(task), tag=delivery_tag(task), ttl_s=rt.settings.turn_ttl_s)
     pipe.exists(k.ended(job.turn_id), k.cancel(job.turn_id))
     pipe.exists(k.job_done(task_id))
     if sentence is not None:
         pipe.sismember(k.tts_done(job.turn_id), str(sentence))
         if sentence > 0:
             rt.store.audio_ahead_in(pipe, job.turn_id, sentence)
-    raw_spec, attempt, _, flags, done, *spoken = pipe.execute()
+    raw_spec, attempt, flags, done, *spoken = pipe.execute()
     if raw_spec is None:
         log.warning("turn not found; dropping task", turn_id=job.turn_id, queue=queue)
+        return None
+    if not attempt:
+        log.info("another copy of this job is running; skipping this one", task_id=task_id,
+                 queue=queue)
         return None
     spec = TurnSpec.model_validate_json(raw_spec)
     stage = Stage(rt, spec, queue, int(attempt), started_at=started,
