@@ -114,7 +114,7 @@ def _replay(stage: Stage, step: int, record: dict[str, Any]) -> Answer:
 
 def _give_up(stage: Stage, code: ErrorCode, message: str, say: str | None = None) -> None:
     """End the turn with an error (spoken); the session is free for its next turn at once."""
-    stage.rt.store.release_session(stage.spec.session_id, stage.spec.turn_id)
+    stage.rt.store.release_session(stage.spec.session_id, stage.spec.turn_id, stage.fence)
     ending.fail(stage, code, message, say=say)
 
 
@@ -145,7 +145,7 @@ def _final_reply(stage: Stage, step: int, text: str, history: History) -> None:
     once = stage.once_with_event("final", "reply", {"text": text, "step": step})
     history.extend_in(once, [msg.assistant(text)]).run()
     stage.crash_point("agent.after-history")
-    rt.store.release_session(spec.session_id, spec.turn_id)
+    rt.store.release_session(spec.session_id, spec.turn_id, stage.fence)
     if not spec.speak:
         stage.finish("ok")
         return

@@ -17,7 +17,7 @@ from celery import Task
 
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.contracts.jobs import _Job
-from voxqueue.effects import Fence, Once, deliver_in
+from voxqueue.effects import Fence, Fenced, Once, deliver_in
 from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.crash import crash_point
 from workers.runtime.resources import Runtime
@@ -56,17 +56,19 @@ class Stage:
         self.rt.store.emit(self.turn_id, type, data, pcm, fence=self.fence)
 
     def once(self, name: str) -> Once:
-        """Writes made once per turn under ``name``, atomically, and only by the newest attempt
-        (see ``TurnStore.once``)."""
-        return self.rt.store.once(self.turn_id, name, self.fence)
+        """Writes made once per turn under ``name``, atomically, only by the newest attempt
+        (see ``TurnStore.once``), and never after the turn's end (``run`` then returns None, as
+        when already done): a late write of an ended turn (cancelled, overdue) would land among
+        the next turn's messages, or after its ``run-end``."""
+        once = self.rt.store.once(self.turn_id, name, self.fence)
+        once.unless = self.rt.keys.ended(self.turn_id)
+        return once
 
     def once_with_event(self, name: str, type: EventType, data: Mapping[str, Any]) -> Once:
         """``once(name)`` that also appends the event ``type``: add writes with ``.call``, then
         ``.run()``; the event and the writes happen together, once, and never after the turn's
-        end (``run`` then returns None, as when already done)."""
-        once = self.once(name)
-        once.unless = self.rt.keys.ended(self.turn_id)  # run-end stays the last event
-        return self.event_in(once, type, data)
+        end (``run-end`` stays the last event)."""
+        return self.event_in(self.once(name), type, data)
 
     def event_in(self, once: Once, type: EventType, data: Mapping[str, Any]) -> Once:
         """Add the event ``type`` to ``once``'s writes (written with them, or not at all)."""
@@ -79,9 +81,14 @@ class Stage:
         crash_point(self.rt, name, self.spec)
 
     def complete(self) -> None:
-        """This job is done: a copy delivered later (sent twice, or redelivered) is skipped."""
-        self.rt.redis.set(self.rt.keys.job_done(self.task_id), b"1",
-                          ex=self.rt.settings.turn_ttl_s)
+        """This job is done: a copy delivered later (sent twice, or redelivered) is skipped.
+        Only by the job's newest attempt: a zombie's work is not the job's (it stops here)."""
+        try:
+            Once(self.rt.redis, fence=self.fence).call(
+                "SET", self.rt.keys.job_done(self.task_id), b"1", "EX",
+                self.rt.settings.turn_ttl_s).run()
+        except Fenced:
+            self.log.warning("a newer delivery of this job took over; not marked done by this one")
 
     def remaining(self) -> float:
         """Seconds left before the deadline."""
@@ -121,7 +128,8 @@ class Stage:
         return outcome == "emitted"
 
     def finish(self, status: str = "ok", **data: Any) -> None:
-        self.rt.store.finish(self.spec, status, data=data)
+        """End the turn (only as the job's newest attempt: raises ``Fenced`` otherwise)."""
+        self.rt.store.finish(self.spec, status, data=data, fence=self.fence)
 
     def queue_ms(self, job: _Job) -> float:
         """Milliseconds from the job's sending to the task's start (the queue hop)."""
