@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 
 from tests.unit.test_speaker_filter import new_speaker, pieces_of, sent_jobs, speaker_runtime
+from voxqueue.effects import Fenced
 from workers.agent import speech
 from workers.agent.speech import Speaker
 from workers.runtime import completion, handoff
-from voxqueue.effects import Fenced
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
 
@@ -143,6 +143,28 @@ def test_a_step_asked_again_keeps_what_it_spoke_as_its_answer_s_start(rt):
     assert [j.seq for j in sent_jobs(rt)] == list(range(len(sent_jobs(rt))))
     assert rt.redis.lrange(rt.keys.said(first.stage.turn_id, 1), 0, -1) == [
         s.encode() for s in again.sentences]
+
+
+def test_every_piece_spoken_before_starts_the_answer_gathered_ones_too(rt):
+    """Killed after two pieces (the second gathered two sentences): the answer keeps all three
+    sentences, in their pieces, and goes on with the new wording's fourth."""
+    first = new_speaker(rt)
+    clock = fake_clock(first)
+    first.on_text(FIRST + "".join(LATER[:2]))
+    clock[0] += 2.5  # the listener runs low: the gathered piece goes with the next token
+    first.on_text("And")
+    assert len(sent_jobs(rt)) == 2 and first.pieces == [(0, 1), (1, 2)]
+    first.close()  # killed
+    again = Speaker(attempt(first, 2), step=1)
+    fake_clock(again)
+    again.resume()
+    again.on_text(BETA)
+    again.finish(BETA)
+    kept = [FIRST.strip(), LATER[0].strip(), LATER[1].strip()]
+    assert again.sentences == [*kept, "Beta four is one more."]
+    assert [j.text for j in sent_jobs(rt)] == [kept[0], f"{kept[1]} {kept[2]}",
+                                               "Beta four is one more."]
+    assert again.said(BETA) == " ".join(j.text for j in sent_jobs(rt))
 
 
 def test_a_piece_recorded_and_not_sent_is_sent_with_its_recorded_words(rt):

@@ -122,7 +122,7 @@ class Speaker:
         if stage.attempt <= 1 or not stage.spec.speak:
             return
         rt = stage.rt
-        said = [bytes(s).decode() for s in rt.redis.lrange(
+        said = [s.decode() if isinstance(s, bytes) else str(s) for s in rt.redis.lrange(
             rt.keys.said(stage.turn_id, self.step), 0, -1)]
         if not said:
             return
