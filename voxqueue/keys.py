@@ -38,6 +38,11 @@ class Keys:
         """String set once (``SET NX``): guards a side effect against redelivery."""
         return f"{self.prefix}:turn:{turn_id}:once:{name}"
 
+    def said(self, turn_id: str, step: int) -> str:
+        """List: the sentences of an agent step's reply that were put in pieces for TTS, in
+        order, each recorded as its piece is named, before its job is sent."""
+        return f"{self.prefix}:turn:{turn_id}:said:{step}"
+
     def tool_outcome(self, turn_id: str, call_id: str) -> str:
         return f"{self.prefix}:turn:{turn_id}:tool:{call_id}"
 

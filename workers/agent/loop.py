@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 from voxqueue.celery_config import AGENT_RESUME, TOOLS_RUN
@@ -59,7 +60,9 @@ def run_step(stage: Stage, job: AgentStep, opened: Opened) -> None:
 
 def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer | None:
     """The model's answer for this step: stored once, so a redelivered step reuses it and
-    speaks the sentences it had cut, not a new cut of the whole text."""
+    speaks the sentences it had cut, not a new cut of the whole text. A step that died before
+    storing it asks the model again, and keeps what it had spoken as its answer's start
+    (``Speaker.resume``): the reply recorded is the reply heard, however the model words it."""
     rt, spec = stage.rt, stage.spec
     turn_key = rt.keys.turn(spec.turn_id)
     field = f"answer:{step}"
@@ -67,6 +70,7 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
         return _replay(stage, step, json.loads(opened.saved_answer))
     speaker = Speaker(stage, step)
     try:
+        speaker.resume()
         model = rt.chat_model
         started = time.perf_counter()
         prepared = measure_context(stage, history, opened.messages)
@@ -75,9 +79,26 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
             answer = model.complete(messages, rt.tools.schemas(), deadline=spec.deadline,
                                     on_text=speaker.on_text)
         if not (answer.tool_calls and step >= rt.settings.max_steps):
-            speaker.finish(answer.text)
+            speaker.cut_rest(answer.text)  # sent once the answer is stored (below)
         else:
             speaker.flush()
+        text = speaker.said(answer.text)
+        record = {"text": text, "calls": [c.as_dict() for c in answer.tool_calls],
+                  "sentences": speaker.sentences}
+        stage.crash_point("agent.before-answer")
+        answered = stage.once_with_event(field, "llm-end", {
+            "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
+            "ttfb_ms": answer.ttfb_ms, "text": text, "usage": answer.usage,
+            "finish_reason": answer.finish_reason, "spoken_before": speaker.spoken_before,
+            "tool_calls": [c.as_dict() for c in answer.tool_calls]},
+        ).call("HSET", turn_key, field, json.dumps(record))
+        stored = record_step_in(answered, rt.keys, spec, step, tokens=prepared.tokens,
+                                limit=prepared.limit, messages=len(messages),
+                                ttl_s=rt.settings.session_ttl_s).run()
+        if stored is None:  # another delivery of this step stored its answer first: use that
+            return _replay(stage, step, json.loads(rt.redis.hget(turn_key, field) or b"{}"))
+        stage.crash_point("agent.after-answer")
+        speaker.flush()  # the sentences not sent yet: a step run again now replays them
     except StreamStopped:
         return None
     except MissingKeyError as exc:
@@ -88,26 +109,12 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
         return None
     finally:
         speaker.close()
-    record = {"text": answer.text, "calls": [c.as_dict() for c in answer.tool_calls],
-              "sentences": speaker.sentences, "pieces": speaker.pieces}
-    answered = stage.once_with_event(field, "llm-end", {
-        "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
-        "ttfb_ms": answer.ttfb_ms, "text": answer.text, "usage": answer.usage,
-        "finish_reason": answer.finish_reason,
-        "tool_calls": [c.as_dict() for c in answer.tool_calls]},
-    ).call("HSET", turn_key, field, json.dumps(record))
-    stored = record_step_in(answered, rt.keys, spec, step, tokens=prepared.tokens,
-                            limit=prepared.limit, messages=len(messages),
-                            ttl_s=rt.settings.session_ttl_s).run()
-    if stored is None:  # another delivery of this step stored its answer first: use that one
-        return _replay(stage, step, json.loads(rt.redis.hget(turn_key, field) or b"{}"))
-    stage.crash_point("agent.after-answer")
-    return answer
+    return replace(answer, text=text)
 
 
 def _replay(stage: Stage, step: int, record: dict[str, Any]) -> Answer:
     """A stored answer; its sentences are sent again only where no earlier attempt sent them."""
-    Speaker(stage, step).resend(record.get("sentences", []), record.get("pieces"))
+    Speaker(stage, step).resend(record.get("sentences", []))
     return Answer(text=record.get("text", ""),
                   tool_calls=[ToolCallRequest(**c) for c in record.get("calls", [])])
 
@@ -144,11 +151,11 @@ def _final_reply(stage: Stage, step: int, text: str, history: History) -> None:
     rt, spec = stage.rt, stage.spec
     once = stage.once_with_event("final", "reply", {"text": text, "step": step})
     history.extend_in(once, [msg.assistant(text)]).run()
-    stage.crash_point("agent.after-history")
+    stage.crash_point("agent.after-reply")
     rt.store.release_session(spec.session_id, spec.turn_id, stage.fence)
     if not spec.speak:
         stage.finish("ok")
         return
-    completion.close(rt, spec)  # the sentences were sent while the answer streamed
-    stage.crash_point("agent.after-send")
+    completion.close(rt, spec)  # the sentences were sent with the answer (``_answer``)
+    stage.crash_point("agent.after-close")
 

@@ -23,8 +23,9 @@ from workers.runtime.resources import Runtime
 POINTS: dict[str, tuple[str, ...]] = {
     "stt": ("stt.after-claim", "stt.after-transcript", "stt.after-send"),
     "agent": ("agent.after-claim", "agent.after-open", "agent.mid-stream",
-              "agent.after-answer", "agent.after-history", "agent.after-send",
-              "agent.after-results"),
+              "agent.before-answer", "agent.after-answer", "agent.after-history",
+              "agent.after-send", "agent.after-results", "agent.after-reply",
+              "agent.after-close"),
     "tools": ("tools.after-claim", "tools.after-effect-claim", "tools.after-run",
               "tools.after-record", "tools.after-join"),
     "tts": ("tts.after-claim", "tts.mid-stream", "tts.after-stream", "tts.after-done"),
