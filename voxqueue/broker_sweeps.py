@@ -43,6 +43,12 @@ redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
 """
 _HOLD_TURN = _TAKE_TURN + "return 1"
 
+# KEYS[1]: the turn's key; ARGV[1]: the caller. Frees the turn if the caller holds it (1).
+_RELEASE_TURN = """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('del', KEYS[1])
+"""
+
 # Redis's time now, in seconds, as a string with microseconds (a score of kombu's index).
 _NOW = """
 local t = redis.call('time')
@@ -95,6 +101,18 @@ def hold_sweep_turn_in(pipe: Any, name: str, holder: str, hold_s: float) -> Any:
     trip more."""
     return pipe.eval(_HOLD_TURN, 1, f"{_SWEEP_TURN}{name}", holder,
                      max(1, int(hold_s * 1000)))
+
+
+def release_sweep_turn(client: redis.Redis, name: str, holder: str) -> bool:
+    """Free the turn for the sweep ``name`` if ``holder`` holds it (a clean stop: the next
+    process need not wait for it to lapse); whether it did."""
+    return bool(client.eval(_RELEASE_TURN, 1, f"{_SWEEP_TURN}{name}", holder))
+
+
+def sweep_turn_holder(client: redis.Redis, name: str) -> str | None:
+    """Who holds the turn for the sweep ``name`` now (None: nobody)."""
+    held = client.get(f"{_SWEEP_TURN}{name}")
+    return None if held is None else bytes(held).decode(errors="replace")  # type: ignore[arg-type]
 
 
 def sweep(client: redis.Redis, holder: str, hold_s: float, *, unacked_index: str,
