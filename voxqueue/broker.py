@@ -39,7 +39,7 @@ import os
 import socket
 import uuid
 from queue import Empty
-from time import monotonic, time
+from time import monotonic
 from typing import Any, cast
 
 import redis
@@ -54,6 +54,8 @@ from voxqueue.broker_sweeps import (
     give_back,
     hold_sweep_turn_in,
     inflight_key,
+    restore_expired,
+    stamp_leases,
     sweep,
 )
 
@@ -88,38 +90,41 @@ class QoS(kombu_redis.QoS):
         try:
             with channel.conn_or_acquire() as client:
                 swept = sweep(client, channel._channel_id, channel.sweeper_hold_s,
-                              unacked_index=self.unacked_index_key,
+                              unacked_index=self._index_key(),
                               lease_s=float(self.visibility_timeout),
                               limit=num)
         except InconsistencyError:
             return False
         if swept is None:
             return False
-        returned, expired = swept
+        returned, expired, ceiling = swept
         if returned:
             log.warning("%d message(s) of a dead worker's channel put back in their queue",
                         returned)
-        if expired:  # kombu's own restore (rare): under its mutex, message by message
-            super().restore_visible(start, num, interval=1)
+        if expired:  # kombu's restore (rare), but on Redis's clock
+            restore_expired(self, ceiling, num)
         return True
 
+    def _index_key(self) -> str:
+        """``unacked_index`` as our scripts name it (kombu adds no global prefix to EVAL)."""
+        return f"{self.channel.global_keyprefix or ''}{self.unacked_index_key}"
+
     def append(self, message: Any, delivery_tag: Any) -> None:
-        """kombu's record of a delivered message (``unacked``); for a message taken into this
-        channel's in-flight list, with its removal from that list in the same transaction:
-        the message is in exactly one of the two at every moment, for one round trip."""
+        """kombu's record of a delivered message (``unacked``), its lease stamped with Redis's
+        time (kombu's uses this host's); for a message taken into this channel's in-flight
+        list, with its removal from that list in the same transaction: the message is in
+        exactly one of the two at every moment, for one round trip."""
         taking = self.channel._taking
-        if taking is None:
-            return super().append(message, delivery_tag)
         self.channel._taking = None
         delivery = message.delivery_info
         with self.pipe_or_acquire() as pipe:
-            pipe.zadd(self.unacked_index_key, {delivery_tag: time()})
+            stamp_leases(pipe, self._index_key(), [delivery_tag], renew=False)
             pipe.hset(self.unacked_key, delivery_tag,
                       dumps([message._raw, delivery["exchange"], delivery["routing_key"]]))
-            pipe.lrem(taking[0], 1, taking[1])
+            if taking is not None:
+                pipe.lrem(taking[0], 1, taking[1])
             pipe.execute()
         virtual.QoS.append(self, message, delivery_tag)
-        return None
 
 
 class Channel(kombu_redis.Channel):

@@ -181,6 +181,16 @@ class Keys:
         one element)."""
         return f"{self.prefix}:timers:wake"
 
+    def housekeeping_turn(self) -> str:
+        """Name of the turn (``voxqueue.broker_sweeps.hold_sweep_turn_in``) of the one worker
+        process that runs the housekeeping loop."""
+        return f"housekeeping.{self.prefix}"
+
+    def housekeeping_handoff(self) -> str:
+        """List: pushed when the process holding the housekeeping turn stops cleanly, so one
+        waiting for the turn takes it at once (at most one element)."""
+        return f"{self.prefix}:housekeeping:handoff"
+
     def timer_items(self) -> str:
         """Hash: timer id -> its JSON (what to announce, to whom)."""
         return f"{self.prefix}:timers:items"

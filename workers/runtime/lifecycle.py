@@ -21,6 +21,7 @@ from celery.signals import (
 from voxqueue.redaction import redact_event
 from voxqueue.settings import get_settings
 from workers.runtime import task_spans
+from workers.runtime.crash import warn_if_armed
 from workers.runtime.lease import LeaseKeeper
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import delivery_tag
@@ -144,6 +145,7 @@ def install(app: Celery, runtime: Callable[[], Runtime]) -> None:
         if not prefork:
             warm_up(runtime(), queues())
         start_lease(runtime(), sender, enforce_limits=not prefork)
+        warn_if_armed(runtime().settings)
 
     def prerun(task: Any = None, args: Any = None, **_: Any) -> None:
         bind_task(runtime(), task, args)
