@@ -69,6 +69,8 @@ class Findings:
     invalid_histories: list[str] = field(default_factory=list)
     next_turn_broken: list[str] = field(default_factory=list)
     unplanned_exits: list[str] = field(default_factory=list)
+    not_run: list[str] = field(default_factory=list)
+    """Turns a session gave up on (the system was down), and workers that never came back."""
     effects: int = 0
     cancelled: int = 0
 
@@ -84,6 +86,7 @@ class Findings:
             "invalid histories": len(self.invalid_histories),
             "next turn broken": len(self.next_turn_broken),
             "unplanned exits": len(self.unplanned_exits),
+            "not run (system down)": len(self.not_run),
         }
 
     def table(self) -> str:
@@ -95,7 +98,7 @@ class Findings:
         out = []
         for name in ("lost", "failed", "stream_duplicates", "effects_twice", "false_outcomes",
                      "uncertain", "spoken_not_recorded", "invalid_histories",
-                     "next_turn_broken", "unplanned_exits"):
+                     "next_turn_broken", "unplanned_exits", "not_run"):
             found: list[str] = getattr(self, name)
             out += [f"{name}: {line}" for line in found[:limit]]
             if len(found) > limit:

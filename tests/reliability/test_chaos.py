@@ -46,12 +46,14 @@ def long_plan(seed: int, layout: str) -> Plan:
                 deadline_s=60.0)
 
 
+@pytest.mark.timeout(600)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_chaos_short(layout, tmp_path, reliability_case):
     chaos(short_plan(chosen_seed(), layout), tmp_path, reliability_case)
 
 
 @pytest.mark.crash
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_chaos_long(layout, tmp_path, reliability_case):
     chaos(long_plan(chosen_seed(), layout), tmp_path, reliability_case)
