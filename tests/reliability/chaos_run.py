@@ -112,27 +112,30 @@ class Chaos:
 
     def killer(self) -> None:
         """SIGKILL a random worker process of a random queue at random instants (the whole
-        process group); a pick that is down already is skipped, so the picks are the seed's."""
+        process group) until ``plan.kills`` were killed; a pick that is down already is
+        skipped, so the picks are the seed's whatever the timing."""
         rng = random.Random(f"{self.plan.seed}:kills")
         by_queue: dict[str, list[Proc]] = {}
         for proc in self.workers:
             by_queue.setdefault(queue_of(proc), []).append(proc)
-        done = 0
+        done = picks = 0
         while done < self.plan.kills and not self.stop.wait(
                 rng.expovariate(1 / self.plan.mean_gap_s)):
             queue = rng.choice(sorted(by_queue))
             proc = rng.choice(by_queue[queue])
-            done += 1
+            picks += 1
             with self.lock:
                 if proc.restart_at is not None or proc.popen.returncode is not None:
-                    self.log.append(f"kill {done}: {proc.name} is down already, skipped")
+                    self.log.append(f"pick {picks}: {proc.name} is down already, skipped")
                     continue
+                done += 1
                 pid = proc.popen.pid
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
                 self.killed.add(pid)
                 self.found.kills[queue] += 1
-                self.log.append(f"kill {done}: {proc.name} pid {pid} at {time.time():.2f}")
+                self.log.append(f"pick {picks}, kill {done}: {proc.name} pid {pid} at "
+                                f"{time.time():.2f}")
 
     def keep(self) -> None:
         """What ``voxqueue up`` does every half second: notice deaths, restart with backoff;
