@@ -201,10 +201,13 @@ def check_history(found: Findings, session: str, history: list[Message]) -> None
     ids = Counter(c["id"] for m in history if m.get("role") == "assistant"
                   for c in m.get("tool_calls") or [])
     problems += [f"call id {i} asked {n} times" for i, n in ids.items() if n > 1]
+    last = history[-1] if history else {}
+    if last.get("tool_calls") and problems and problems[-1].endswith("answered by []"):
+        problems[-1] += " (at the end: the next turn's opening would answer them)"
     if history and history[0].get("role") != "system":
         problems.append(f"starts with {history[0].get('role')}, not the system prompt")
     if problems:
-        roles = [m.get("role") + ("+calls" if m.get("tool_calls") else "") for m in history]
+        roles = [f"{m.get('role')}{'+calls' if m.get('tool_calls') else ''}" for m in history]
         found.invalid_histories.append(f"session {session}: {problems}; roles {roles}")
 
 

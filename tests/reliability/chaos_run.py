@@ -161,10 +161,14 @@ class Chaos:
 
 
 def _tail(proc: Proc) -> str:
+    """The last critical line of the process's log (its own words for why it exited)."""
     if proc.log_path is None or not proc.log_path.exists():
         return ""
     lines = proc.log_path.read_text(errors="replace").splitlines()
-    return " | ".join(line.strip() for line in lines[-3:])
+    last = next((x for x in reversed(lines) if '"critical"' in x), lines[-1] if lines else "")
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        last = str(json.loads(last).get("event"))
+    return last[:200]
 
 
 def poison(client: Client) -> None:
@@ -224,7 +228,8 @@ def run_chaos(plan: Plan, redis_url: str, work: Path) -> tuple[Findings, list[st
     """Run ``plan``; the findings, the harness's own errors, and the keeper's log."""
     found = Findings()
     ledger = work / "effects.jsonl"
-    fake = ChaosProviders(plan.seed, profile=PROFILE).start()
+    fake = ChaosProviders(plan.seed, profile=PROFILE)
+    fake.start()
     system = start_system(plan, redis_url, fake, ledger, work / "logs")
     records: list[TurnRecord] = []
     errors: list[str] = []

@@ -38,7 +38,7 @@ LAYOUTS = ("per-queue", "default")
 
 
 def short_plan(seed: int, layout: str) -> Plan:
-    return Plan(seed=seed, layout=layout, sessions=4, turns=6, kills=10, mean_gap_s=2.5)
+    return Plan(seed=seed, layout=layout, sessions=4, turns=6, kills=10, mean_gap_s=1.5)
 
 
 def long_plan(seed: int, layout: str) -> Plan:
