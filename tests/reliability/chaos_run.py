@@ -71,6 +71,11 @@ class Plan:
     deadline_s: float = 30.0
 
 
+def poisons(plan: Plan) -> bool:
+    """Whether the run puts garbage on the queues (the plan's, unless the env var says 0)."""
+    return plan.poison and os.environ.get(POISON_ENV, "1") != "0"
+
+
 def chosen_seed() -> int:
     """``$VOXQUEUE_CHAOS_SEED``, else a new one (printed, so a run can be replayed)."""
     raw = os.environ.get(SEED_ENV)
@@ -238,7 +243,7 @@ def run_chaos(plan: Plan, redis_url: str, work: Path) -> tuple[Findings, list[st
         chaos = Chaos(system, plan, found)
         killer = threading.Thread(target=chaos.killer, name="chaos-killer", daemon=True)
         killer.start()
-        if plan.poison and os.environ.get(POISON_ENV, "1") != "0":
+        if poisons(plan):
             timer = threading.Timer(random.Random(f"{plan.seed}:poison").uniform(2, 8),
                                     poison, args=(client,))
             timer.daemon = True

@@ -30,7 +30,7 @@ import pytest
 
 from tests.conftest import RedisServer
 from tests.reliability.chaos_ledger import Findings
-from tests.reliability.chaos_run import Plan, chosen_seed, run_chaos
+from tests.reliability.chaos_run import Plan, chosen_seed, poisons, run_chaos
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +63,8 @@ def chaos(plan: Plan, tmp_path, reliability_case) -> Findings:
     print(f"\nchaos seed {plan.seed} (replay: VOXQUEUE_CHAOS_SEED={plan.seed}), {plan}")
     case = reliability_case(
         f"chaos ({plan.layout} layout): {plan.sessions} sessions x {plan.turns + 1} turns, "
-        f"{plan.kills} random SIGKILLs, poison on every queue, barge-in; seed {plan.seed}")
+        f"{plan.kills} random SIGKILLs, {'poison on every queue' if poisons(plan) else 'no poison'}"
+        f", barge-in; seed {plan.seed}")
     server = RedisServer()
     server.start()
     try:
