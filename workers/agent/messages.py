@@ -65,7 +65,8 @@ def for_model(messages: list[Message]) -> list[Message]:
 
 
 #: What a call left unanswered is told when the history is repaired.
-ENDED_BEFORE_RESULT = "the turn ended before this call finished"
+ENDED_BEFORE_RESULT = ("the turn was interrupted before this call finished; it may or may not "
+                       "have been done")
 
 
 def repaired(messages: list[Message]) -> list[Message]:
