@@ -91,14 +91,17 @@ def open_turn(stage: Stage, job: AgentStep) -> Opened | None:
         pipe.lrange(alerts_key, 0, -1)
     pipe.hget(k.turn(spec.turn_id), f"answer:{job.step}")
     pipe.hget(k.turn(spec.turn_id), "transcript")
-    took, raw_history, *rest = pipe.execute()
+    pipe.exists(k.marker(spec.turn_id, "opened"))
+    took, raw_history, *rest, reopened = pipe.execute()
     if not took:
         rt.redis.decr(k.deliveries(stage.task_id))
         handoff.send(rt, job, countdown=SESSION_BUSY_RETRY_S)
         return None
     drained: list[list[bytes]] = rest[:len(alert_keys)]
     saved, said = rest[len(alert_keys)], rest[len(alert_keys) + 1]
-    earlier = _valid(history, [json.loads(item) for item in raw_history], stage)
+    earlier = [json.loads(item) for item in raw_history]
+    if not reopened:  # (else the open calls are this turn's own, from an attempt that died)
+        earlier = _valid(history, earlier, stage)
     opening: list[msg.Message] = []
     if not earlier:
         opening.append(msg.system(rt.settings.system_prompt))
