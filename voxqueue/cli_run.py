@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 
 from voxqueue.embedded_redis import EMBEDDED_PORT, data_dir
+from voxqueue.embedded_redis import DataDirInUse
 from voxqueue.flower_auth import flower_credentials
 from voxqueue.process_table import DEFAULT_PROCESSES, default_processes, parse_processes
 from voxqueue.redis_conn import redact
@@ -122,6 +123,10 @@ def demo(
         except (ImportError, RuntimeError) as exc:  # no PortAudio, no device, no speech
             err.print(f"[red]microphone: {exc}[/] (use a WAV file instead: voxqueue demo FILE)")
             raise typer.Exit(2) from exc
-    result = run_demo(get_settings(), question, audio_out, out, log_dir=Path("out/logs"))
+    try:
+        result = run_demo(get_settings(), question, audio_out, out, log_dir=Path("out/logs"))
+    except DataDirInUse as exc:  # a `voxqueue up` holds the data folder: ask through it
+        err.print(f"[red]{exc}[/] (or ask the running system: voxqueue say FILE.wav)")
+        raise typer.Exit(2) from exc
     if result.status != "ok":
         raise typer.Exit(1)
