@@ -11,8 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from voxqueue.embedded_redis import EMBEDDED_PORT, data_dir
-from voxqueue.embedded_redis import DataDirInUse
+from voxqueue.embedded_redis import EMBEDDED_PORT, DataDirInUse, data_dir
 from voxqueue.flower_auth import flower_credentials
 from voxqueue.process_table import DEFAULT_PROCESSES, default_processes, parse_processes
 from voxqueue.redis_conn import redact
