@@ -92,3 +92,20 @@ def test_a_turn_that_ended_writes_no_more_history(redis_server):
     late = history.extend_in(stage.once("history-1"),
                              [msg.assistant_tool_calls([_call("late")])]).run()
     assert late is None and history.load() == []
+
+
+def test_a_zombie_cannot_replace_the_history(redis_server):
+    """Compaction and the repair swap the whole list: only the job's newest attempt may."""
+    from voxqueue.effects import Fence
+    from workers.agent.history import History
+
+    r = redis.Redis.from_url(redis_server.url[:-1] + str(DB))
+    r.flushdb()
+    history = History(r, runtime_for(Settings(  # type: ignore[call-arg]
+        _env_file=None, redis_url=redis_server.url[:-1] + str(DB))).keys, "s-zombie", 60)
+    history.extend([msg.user("one"), msg.assistant("two")])
+    r.set("deliveries", 2)
+    assert not history.replace([msg.user("summary")], expect_len=2, fence=Fence("deliveries", 1))
+    assert len(history) == 2
+    assert history.replace([msg.user("summary")], expect_len=2, fence=Fence("deliveries", 2))
+    assert history.load() == [msg.user("summary")]

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 import redis
 
-from voxqueue.effects import Once
+from voxqueue.effects import Fence, Once
 from voxqueue.keys import Keys
 from workers.agent.messages import Message
 
@@ -39,14 +39,18 @@ class History:
             once.call("RPUSH", self.key, *items).call("EXPIRE", self.key, self.ttl_s)
         return once
 
-    def replace(self, messages: Iterable[Message], *, expect_len: int | None = None) -> bool:
+    def replace(self, messages: Iterable[Message], *, expect_len: int | None = None,
+                fence: Fence | None = None) -> bool:
         """Swap the whole history atomically; False (nothing written) when ``expect_len`` is
-        given and the list no longer has that length, or it changed meanwhile."""
+        given and the list no longer has that length, or it changed meanwhile, or (given a
+        ``fence``) the writer is no longer its job's newest attempt."""
         items = [json.dumps(m, ensure_ascii=False) for m in messages]
         with self.r.pipeline(transaction=True) as pipe:
             try:
-                pipe.watch(self.key)
+                pipe.watch(self.key, *([fence.key] if fence else []))
                 if expect_len is not None and int(pipe.llen(self.key)) != expect_len:
+                    return False
+                if fence is not None and pipe.get(fence.key) != str(fence.attempt).encode():
                     return False
                 pipe.multi()
                 pipe.delete(self.key)

@@ -134,7 +134,7 @@ def _valid(history: History, earlier: list[msg.Message], stage: Stage) -> list[m
     fixed = msg.repaired(earlier)
     if fixed == earlier:
         return earlier
-    if not history.replace(fixed, expect_len=len(earlier)):
+    if not history.replace(fixed, expect_len=len(earlier), fence=stage.fence):
         stage.log.warning("history changed while repaired; left for the next turn")
         return earlier
     stage.log.warning("history repaired", messages=len(earlier), now=len(fixed))

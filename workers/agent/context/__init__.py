@@ -81,7 +81,7 @@ def _compact(
     )
     if result is None:
         return None
-    stored = history.replace(result.messages, expect_len=len(messages))
+    stored = history.replace(result.messages, expect_len=len(messages), fence=stage.fence)
     if not stored:  # the history moved meanwhile: use the shorter one for this call only
         log.warning("history changed during compaction; not stored", turn_id=spec.turn_id)
     count = record_compaction(
