@@ -217,9 +217,10 @@ class Channel(SweepingChannel):
         except (ValueError, TypeError):
             payload = None
         if not isinstance(payload, dict):
-            what = "not JSON" if payload is None else f"JSON {type(payload).__name__}"
+            what = "not JSON" if payload is None else (
+                f"JSON {type(payload).__name__}, not a message envelope")
             with self.conn_or_acquire() as client:
-                bury(client, key, source, item, f"{what}, not a message")
+                bury(client, key, source, item, what)
             return
         self._taking = (key, item)
         try:

@@ -55,8 +55,8 @@ def bury(client: Any, inflight: str, queue: str, item: bytes, reason: str) -> bo
     moved = bool(client.eval(_BURY, 2, inflight, DEAD_LETTER, item, entry.model_dump_json(),
                              DEAD_LETTER_MAX))
     if moved:
-        log.warning("queue %s: an item that is not a message (%s) went to the dead letters "
-                    "(%s): %s", queue, reason, DEAD_LETTER, entry.head)
+        log.warning("queue %s: an item moved to the dead letters (%s), %s; its first bytes: %s",
+                    queue, DEAD_LETTER, reason, entry.head)
     return moved
 
 
@@ -80,7 +80,10 @@ def dead_letters(client: redis.Redis, newest: int) -> tuple[int, list[DeadLetter
 def doctor_rows(client: redis.Redis, newest: int = 5) -> list[tuple[str, bool, str, str]]:
     """``voxqueue doctor``'s rows (name, ok, detail, fix): how many dead letters, then the
     newest ones (queue, when, reason, first bytes)."""
-    count, found = dead_letters(client, newest)
+    try:
+        count, found = dead_letters(client, newest)
+    except redis.RedisError as exc:
+        return [("dead letters", True, f"not read: {exc}", "")]
     if not count:
         return [("dead letters", True, "none", "")]
     rows = [("dead letters", False, f"{count} queue item(s) that were not messages, in "
