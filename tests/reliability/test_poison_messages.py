@@ -80,4 +80,5 @@ def test_items_that_are_not_messages_are_dead_lettered_and_the_worker_goes_on(
     assert len(shown) == 5, doctor.stdout
     assert any("dead letter: agent" in s and "JSON list" in s and "[1, 2, 3]" in s
                for s in shown), doctor.stdout
-    assert any("dead letter: monitor" in s and "garbage on monitor" in s for s in shown), doctor.stdout
+    assert any("dead letter: monitor" in s and "garbage on monitor" in s
+               for s in shown), doctor.stdout
