@@ -75,6 +75,16 @@ NO_KEYPREFIX = ("voxqueue's broker (voxqueue.broker:Transport) does not support 
                 "redis://host:6379/N) and remove global_keyprefix.")
 
 
+class Message(virtual.Message):
+    """kombu's message, noting on its channel that what it took is one (see
+    ``Channel._deliver_taken``)."""
+
+    def __init__(self, payload: Any, channel: Any = None, **kwargs: Any) -> None:
+        super().__init__(payload, channel=channel, **kwargs)
+        if channel is not None:
+            channel._made = True
+
+
 class QoS(SweepingQoS):
     def append(self, message: Any, delivery_tag: Any) -> None:
         """kombu's record of a delivered message (``unacked``); for a message taken into this
@@ -83,6 +93,7 @@ class QoS(SweepingQoS):
         taking = self.channel._taking
         if taking is None:
             return super().append(message, delivery_tag)
+        self.channel._made = False  # (not delivered unless recorded below)
         delivery = message.delivery_info
         record = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
         self.channel._taking = None  # (an envelope that failed above is dead-lettered instead)
@@ -97,6 +108,10 @@ class QoS(SweepingQoS):
 
 class Channel(SweepingChannel):
     QoS = QoS
+    Message = Message
+    #: Whether the item being delivered was made into a message and not yet recorded: only a
+    #: no-ack consumer's (``QoS.append`` clears it).
+    _made = False
     #: The in-flight list and the message being delivered from it (see ``QoS.append``).
     _taking: tuple[str, bytes] | None = None
     #: The lists of the pending take, and what it waits for: "blmove", "any" (the script),
@@ -222,21 +237,22 @@ class Channel(SweepingChannel):
             with self.conn_or_acquire() as client:
                 bury(client, key, source, item, what)
             return
-        self._taking = (key, item)
+        self._taking, self._made = (key, item), False
         try:
             self.connection._deliver(payload, queue)  # now in unacked
         except Exception as exc:
-            if self._taking is None:  # recorded: kombu's and Celery's to handle
+            if self._taking is None or self._made:  # recorded, or given to a no-ack consumer
                 raise
-            with self.conn_or_acquire() as client:
+            with self.conn_or_acquire() as client:  # neither a message nor recorded
                 bury(client, key, source, item, f"not a message kombu can deliver "
                      f"({type(exc).__name__}: {str(exc)[:80]})")
+            self._taking = None
             return
         finally:
             taking, self._taking = self._taking, None
-        if taking is not None:  # not recorded by QoS.append (a no-ack consumer)
-            with self.conn_or_acquire() as client:
-                client.lrem(key, 1, item)
+            if taking is not None:  # not recorded by QoS.append: a no-ack consumer's
+                with self.conn_or_acquire() as client:
+                    client.lrem(key, 1, item)
 
     def close(self) -> None:
         """kombu reads a pending take's reply before closing: up to a take's wait. A pending

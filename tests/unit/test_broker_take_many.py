@@ -226,3 +226,21 @@ def test_bury_moves_an_item_in_one_step_only_if_it_is_still_in_flight(url, monke
     assert rows[1][2].endswith(" not JSON: 4")
     r.delete(DEAD_LETTER)
     assert doctor_rows(r) == [("dead letters", True, "none", "")]
+
+
+def test_a_no_ack_consumer_that_raises_gets_its_error_and_no_dead_letter(url):
+    """A message made and handed to a no-ack consumer is delivered: an error of the consumer
+    is the consumer's, not a sign of an item that is not a message."""
+    (q,) = queues(1)
+    publish(url, q, {"n": 4})
+    r = redis.Redis.from_url(url)
+
+    def fails(body: object, message: object) -> None:
+        raise RuntimeError("the consumer's own error")
+
+    with connect(url) as conn, Consumer(conn, [q], callbacks=[fails], accept=["json"],
+                                        no_ack=True):
+        with pytest.raises(RuntimeError, match="own error"):
+            conn.drain_events(timeout=3)
+    assert r.llen(DEAD_LETTER) == 0
+    assert not any(r.llen(k) for k in r.smembers(INFLIGHT_INDEX)), "delivered: not in flight"
