@@ -87,17 +87,21 @@ def run_turns(system: System, fake, plans: list[tuple[str, str | None, str]], ca
     for n, (start, after, queue) in enumerate(plans):
         if after is None:
             arm(system)
+        else:  # the model answers a second after it is asked: armed before the next take
+            fake.inject("chat", delay=1.0)
         if start == "say":
             fake.script_transcripts("what time is it")
             turn = client.say(SPEECH / "command_time.wav", session=f"take-kill-{n}")
         elif start == "tools":
-            fake.script_chat(
-                {"match": f"add for turn {n}",
-                 "tool_calls": [{"name": "add_numbers", "arguments": {"a": n, "b": 1}}]},
-                {"after_tool": True, "content": f"It is {n + 1}."})
+            fake.script_chat(  # (the answer after the tool first: both repeat)
+                {"after_tool": True, "match": f"add for turn {n}", "repeat": True,
+                 "content": f"It is {n + 1}."},
+                {"match": f"add for turn {n}", "repeat": True,
+                 "tool_calls": [{"name": "add_numbers", "arguments": {"a": n, "b": 1}}]})
             turn = client.ask(f"add for turn {n}", session=f"take-kill-{n}", speak=False)
         else:
-            fake.script_chat({"match": f"question {n}", "content": f"Answer {n}. Second part."})
+            fake.script_chat({"match": f"question {n}", "repeat": True,
+                              "content": f"Answer {n}. Second part."})
             turn = client.ask(f"question {n}", session=f"take-kill-{n}")
         if after is not None:
             wait_for(system, turn.turn_id, after)
