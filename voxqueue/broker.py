@@ -172,6 +172,8 @@ class Channel(SweepingChannel):
             return
         lists = [self._q_for_pri(q, p) for p in self.priority_steps for q in queues]
         inflight = [inflight_key(name, self._channel_id) for name in lists]
+        if self._take_lists is not None:  # the last take's reply was lost with its connection
+            self._drop_take(strict=True)
         self._keep_alive(inflight)
         self._take_lists = lists
         self._in_poll = self.client.connection
@@ -196,7 +198,7 @@ class Channel(SweepingChannel):
                 connection, {"blmove": "BLMOVE", "any": "EVAL"}.get(stage, "XREAD"), **options)
         except self.connection_errors:
             connection.disconnect()
-            self._end_take()
+            self._in_poll = None  # type: ignore[assignment]  # (its lists: see _drop_take)
             raise
         except BaseException:
             self._end_take()
@@ -270,21 +272,28 @@ class Channel(SweepingChannel):
             self._drop_take()
         return answer
 
-    def _drop_take(self) -> None:
+    def _drop_take(self, *, strict: bool = False) -> None:
         """Drop a pending take with its connection (the channel's next take connects again),
-        and put back in their queues now whatever it moved already (else the lease would,
-        later)."""
+        or a take whose reply was lost with its connection, and put back in their queues now
+        whatever it moved. When Redis fails meanwhile, the lease sweep does it once the lists
+        are no longer marked alive; ``strict`` (the channel goes on with the same lists, which
+        it marks) raises instead, and the take is dropped again at the next try."""
         lists, connection = self._take_lists, cast(Any, self._in_poll)
-        if connection and lists is not None:
-            self._in_poll = None  # type: ignore[assignment]
-            self._take_lists, self._take_stage = None, ""
-            try:
+        if lists is None:
+            return
+        self._in_poll = None  # type: ignore[assignment]
+        self._take_lists, self._take_stage = None, ""
+        try:
+            if connection:
                 connection.disconnect()
-                with self.conn_or_acquire() as client:
-                    for name in lists:
-                        give_back(client, name, self._channel_id)
-            except (InconsistencyError, redis.RedisError, OSError) as exc:
-                log.info("in-flight list left to the lease sweep: %s", exc)
+            with self.conn_or_acquire() as client:
+                for name in lists:
+                    give_back(client, name, self._channel_id)
+        except (InconsistencyError, redis.RedisError, OSError) as exc:
+            if strict:
+                self._take_lists = lists
+                raise
+            log.info("in-flight list left to the lease sweep: %s", exc)
 
 
 class Transport(SweepingTransport):

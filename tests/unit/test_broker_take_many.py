@@ -239,8 +239,30 @@ def test_a_no_ack_consumer_that_raises_gets_its_error_and_no_dead_letter(url):
         raise RuntimeError("the consumer's own error")
 
     with connect(url) as conn, Consumer(conn, [q], callbacks=[fails], accept=["json"],
-                                        no_ack=True):
-        with pytest.raises(RuntimeError, match="own error"):
-            conn.drain_events(timeout=3)
+                                        no_ack=True), \
+            pytest.raises(RuntimeError, match="own error"):
+        conn.drain_events(timeout=3)
     assert r.llen(DEAD_LETTER) == 0
     assert not any(r.llen(k) for k in r.smembers(INFLIGHT_INDEX)), "delivered: not in flight"
+
+
+@pytest.mark.parametrize("n_queues", [1, 2], ids=["one queue (BLMOVE)", "several (script)"])
+def test_what_a_take_moved_comes_back_when_its_reply_was_lost_with_its_connection(url,
+                                                                                  n_queues):
+    """The channel lives on (kombu reconnects it) and keeps its in-flight lists alive, so no
+    lease sweep would put back what the lost take had moved: its next take does, first."""
+    qs = queues(n_queues)
+    r = redis.Redis.from_url(url)
+    got: list = []
+    with connect(url) as conn, Consumer(conn, qs, callbacks=[lambda b, m: got.append(b)],
+                                        accept=["json"], no_ack=True):
+        channel = conn.default_channel
+        channel.take_wait_s = 5.0
+        with pytest.raises(socket.timeout):
+            conn.drain_events(timeout=0.3)  # a take is pending
+        key = inflight_key(qs[-1].name, channel._channel_id)
+        r.lpush(key, json.dumps(envelope({"n": 5}, qs[-1])))  # as if it had moved a message
+        channel.client.connection.disconnect()  # and its reply was lost (kombu's health check)
+        drain(conn, got, 1)
+    assert got == [{"n": 5}]
+    assert not r.exists(key)
