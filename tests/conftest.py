@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -73,16 +74,21 @@ class RedisServer:
         client.flushdb()
         return client
 
-    def restart(self, down_s: float = 0.0) -> None:
-        """Stop and start again on the same port and data (the append-only file is replayed)."""
-        self.stop()
+    def restart(self, down_s: float = 0.0, sig: int = signal.SIGTERM) -> None:
+        """Stop (SIGTERM: cleanly; SIGKILL: a crash) and start again on the same port and data
+        (the append-only file is replayed)."""
+        self.stop(sig)
         time.sleep(down_s)
         self.start()
 
     def start(self) -> None:
+        """With the persistence users get (``voxqueue up``'s embedded Redis, compose)."""
+        from voxqueue.embedded_redis import durable_redis_args
+        from voxqueue.settings import Settings
+
+        fsync = Settings.model_fields["redis_appendfsync"].default
         argv = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
-                "--dir", str(self.dir), "--save", "", "--appendonly", "yes",
-                "--maxmemory-policy", "noeviction", *self.extra]
+                "--dir", str(self.dir), *durable_redis_args(fsync), *self.extra]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis(port=self.port, password=self.password)
         for _ in range(100):
@@ -93,9 +99,9 @@ class RedisServer:
                 time.sleep(0.05)
         raise RuntimeError("test redis-server did not start")
 
-    def stop(self) -> None:
+    def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None:
-            self.proc.terminate()
+            self.proc.send_signal(sig)
             self.proc.wait(10)
             self.proc = None
 
@@ -126,6 +132,8 @@ def system_env(redis_url: str, fake: object | None, **extra: str) -> dict[str, s
         "PYTHONPATH": str(ROOT),
         "VOXQUEUE_TOOL_MODULES": "tests.tool_modules.probe_tools",
         "VOXQUEUE_LOG_LEVEL": "INFO",
+        # An embedded Redis (voxqueue up, demo) keeps its data here, not in the home folder.
+        "VOXQUEUE_DATA_DIR": tempfile.mkdtemp(prefix="vq-test-data-"),
     })
     if fake is not None:
         env.update({

@@ -20,7 +20,7 @@ take's and the sweeps' keys are not prefixed.
 :data:`TAKE_WAIT_S` for a message (kombu's ``BRPOP``: 1 s; the take from several lists: one
 script and one ``XREAD`` per wait), and a channel that closes while taking drops the take's
 connection and puts back what it moved, instead of waiting for the reply. One process at a
-time sweeps (:mod:`voxqueue.broker_sweeps`).
+time sweeps (:mod:`voxqueue.broker_sweeper`).
 
 **Reconnection.** When the broker connection drops, a channel already released by its
 connection may still be used: to restore its unacknowledged messages while closing, or to
@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import logging
 from queue import Empty
-from time import monotonic, time
+from time import monotonic
 from typing import Any, cast
 
 import redis
@@ -45,15 +45,13 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
 from voxqueue import broker_take
+from voxqueue.broker_sweeper import TAKEOVER_S, SweepingChannel, SweepingQoS, SweepingTransport
 from voxqueue.broker_sweeps import (
     INFLIGHT_INDEX,
-    TAKEOVER_S,
-    SweepingChannel,
-    SweepingQoS,
-    SweepingTransport,
     give_back,
     hold_sweep_turn_in,
     inflight_key,
+    stamp_leases,
     sweep,
 )
 from voxqueue.broker_take import ring_commands, take_any_command, taken, wait_command
@@ -87,23 +85,22 @@ class Message(virtual.Message):
 
 class QoS(SweepingQoS):
     def append(self, message: Any, delivery_tag: Any) -> None:
-        """kombu's record of a delivered message (``unacked``); for a message taken into this
-        channel's in-flight list, with its removal from that list in the same transaction:
-        the message is in exactly one of the two at every moment, for one round trip."""
+        """kombu's record of a delivered message (``unacked``), its lease stamped with Redis's
+        time (kombu's uses this host's); for a message taken into this channel's in-flight
+        list, with its removal from that list in the same transaction: the message is in
+        exactly one of the two at every moment, for one round trip."""
         taking = self.channel._taking
-        if taking is None:
-            return super().append(message, delivery_tag)
         self.channel._made = False  # (not delivered unless recorded below)
         delivery = message.delivery_info
         record = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
         self.channel._taking = None  # (an envelope that failed above is dead-lettered instead)
         with self.pipe_or_acquire() as pipe:
-            pipe.zadd(self.unacked_index_key, {delivery_tag: time()})
+            stamp_leases(pipe, self._index_key(), [delivery_tag], renew=False)
             pipe.hset(self.unacked_key, delivery_tag, record)
-            pipe.lrem(taking[0], 1, taking[1])
+            if taking is not None:
+                pipe.lrem(taking[0], 1, taking[1])
             pipe.execute()
         virtual.QoS.append(self, message, delivery_tag)
-        return None
 
 
 class Channel(SweepingChannel):

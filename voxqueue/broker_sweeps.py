@@ -2,40 +2,22 @@
 :mod:`voxqueue.broker`'s channels (a dead channel's list goes back to its queue), and the one
 process at a time that holds a sweep's turn.
 
-The sweeps of dead workers' messages (kombu's expired leases, our orphaned in-flight lists)
-need doing once a second, not by every process: one process holds the sweeper's turn and sweeps
-each second (:class:`SweepingTransport`), in one round trip (a script that renews its turn, puts
-back dead channels' lists, and counts expired leases, which kombu's restore then puts back: its
-own mutex and scan, three round trips more, only when there are some); the others try to take
-the turn over with a take (in the same round trip as the channel's alive mark) at most every
-:data:`TAKEOVER_S`, soon enough that a dead sweeper's own tasks still run again within a lease
-and a second.
+Leases are measured on Redis's clock, never a host's: a delivery's lease is stamped
+(:func:`stamp_leases`) and judged expired (:func:`sweep`) with ``TIME`` inside the scripts, so
+a worker whose clock is behind the sweeper's does not see its running tasks handed out again.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import socket
-import time
-import uuid
-from time import monotonic
+from collections.abc import Iterable
 from typing import Any
 
 import redis
-from kombu.exceptions import InconsistencyError
 from kombu.transport import redis as kombu_redis
+from kombu.utils.encoding import bytes_to_str
+from kombu.utils.json import loads
 
 from voxqueue.broker_take import BELL, BELL_TTL_MS, RING_LUA, bell_key
-
-log = logging.getLogger("voxqueue.broker")
-
-#: How often a process that does not hold the sweeper's turn tries to take it over.
-TAKEOVER_S = 2.5
-
-#: How often kombu's refresh of expiring queues' bindings looks for work (kombu: each second;
-#: the shortest such expiry here is Celery's control queues', 10 s, refreshed every third).
-BINDING_CHECK_S = 3.0
 
 #: The set of every channel's in-flight list, and the lists' prefix.
 INFLIGHT_INDEX = "_voxqueue.inflight"
@@ -65,11 +47,41 @@ redis.call('set', KEYS[1], ARGV[1], 'px', ARGV[2])
 """
 _HOLD_TURN = _TAKE_TURN + "return 1"
 
+# KEYS[1]: the turn's key; ARGV[1]: the caller. Frees the turn if the caller holds it (1).
+_RELEASE_TURN = """
+if redis.call('get', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('del', KEYS[1])
+"""
+
+# Redis's time now, in seconds, as a string with microseconds (a score of kombu's index).
+_NOW = """
+local t = redis.call('time')
+local now = t[1] .. '.' .. string.format('%06d', t[2])
+"""
+
+# KEYS[1]: kombu's index of unacknowledged messages by delivery time; ARGV[1]: 'XX' (renew
+# only those still there: one acknowledged meanwhile is not put back), else add; the rest:
+# delivery tags. Scores them all with Redis's time; returns how many.
+_STAMP = _NOW + """
+local n = 0
+for i = 2, #ARGV do
+  if ARGV[1] == 'XX' then
+    n = n + redis.call('zadd', KEYS[1], 'XX', 'CH', now, ARGV[i])
+  else
+    redis.call('zadd', KEYS[1], now, ARGV[i])
+    n = n + 1
+  end
+end
+return n
+"""
+
 # After _TAKE_TURN. KEYS[2]: the in-flight index, KEYS[3]: kombu's index of unacknowledged
-# messages by delivery time; ARGV[3]: the in-flight lists' prefix, ARGV[4]: the time before
-# which a delivery's lease has expired, ARGV[5]: how many expired ones to count at most, ARGV[6]:
-# the doorbells' prefix, ARGV[7]: their TTL. Returns {messages put back, expired deliveries}.
-_SWEEP = _TAKE_TURN + """
+# messages by delivery time; ARGV[3]: the in-flight lists' prefix, ARGV[4]: the lease in
+# seconds, ARGV[5]: how many expired ones to count at most, ARGV[6]: the doorbells' prefix,
+# ARGV[7]: their TTL. Returns {messages put back, expired deliveries, the time (Redis's) at or
+# before which a delivery's lease has expired}.
+_SWEEP = _TAKE_TURN + _NOW + """
+local ceiling = string.format('%.6f', tonumber(now) - tonumber(ARGV[4]))
 local returned = 0
 for _, list in ipairs(redis.call('smembers', KEYS[2])) do
   if redis.call('exists', list .. '.alive') == 0 then
@@ -83,8 +95,8 @@ for _, list in ipairs(redis.call('smembers', KEYS[2])) do
     redis.call('srem', KEYS[2], list)
   end
 end
-local expired = redis.call('zrange', KEYS[3], ARGV[4], 0, 'BYSCORE', 'REV', 'LIMIT', 0, ARGV[5])
-return {returned, #expired}
+local expired = redis.call('zrange', KEYS[3], ceiling, 0, 'BYSCORE', 'REV', 'LIMIT', 0, ARGV[5])
+return {returned, #expired, ceiling}
 """
 
 
@@ -99,19 +111,76 @@ def hold_sweep_turn_in(pipe: Any, name: str, holder: str, hold_s: float) -> Any:
                      max(1, int(hold_s * 1000)))
 
 
+def release_sweep_turn(client: redis.Redis, name: str, holder: str) -> bool:
+    """Free the turn for the sweep ``name`` if ``holder`` holds it (a clean stop: the next
+    process need not wait for it to lapse); whether it did."""
+    return bool(client.eval(_RELEASE_TURN, 1, f"{_SWEEP_TURN}{name}", holder))
+
+
+def sweep_turn_holder(client: redis.Redis, name: str) -> str | None:
+    """Who holds the turn for the sweep ``name`` now (None: nobody)."""
+    held = client.get(f"{_SWEEP_TURN}{name}")
+    return None if held is None else bytes(held).decode(errors="replace")  # type: ignore[arg-type]
+
+
 def sweep(client: redis.Redis, holder: str, hold_s: float, *, unacked_index: str,
-          lease_s: float, limit: int | None) -> tuple[int, int] | None:
+          lease_s: float, limit: int | None) -> tuple[int, int, float] | None:
     """One round trip of the sweeper (the turn ``"unacked"``, as :func:`hold_sweep_turn_in`):
     None when another process holds the turn; else the messages of dead channels' in-flight
     lists put back in their queues (a list is dead when its channel neither took a message nor
-    waited for one for a lease), and how many deliveries in ``unacked_index`` outlived their
-    lease (at most ``limit``, if given), for kombu's restore to put back."""
+    waited for one for a lease), how many deliveries in ``unacked_index`` outlived their
+    lease (at most ``limit``, if given), and the score (Redis's time less a lease) at or below
+    which a delivery had, for the restore to put them back."""
     reply = client.eval(_SWEEP, 3, f"{_SWEEP_TURN}unacked", INFLIGHT_INDEX, unacked_index,
-                        holder, max(1, int(hold_s * 1000)), _INFLIGHT,
-                        time.time() - lease_s, limit or -1, BELL, BELL_TTL_MS)
+                        holder, max(1, int(hold_s * 1000)), _INFLIGHT, lease_s, limit or -1,
+                        BELL, BELL_TTL_MS)
     if not isinstance(reply, list):
         return None
-    return int(reply[0]), int(reply[1])
+    return int(reply[0]), int(reply[1]), float(reply[2])
+
+
+def stamp_leases(client: Any, unacked_index: str, tags: Iterable[str], *,
+                 renew: bool) -> Any:
+    """Score deliveries in kombu's ``unacked_index`` with Redis's time now: a new delivery
+    (``renew=False``), or a renewal of those still there (``renew=True``; one acknowledged
+    meanwhile is not put back). Run by ``client`` (a pipeline: its reply, how many, is among
+    the pipeline's); ``unacked_index`` with its global key prefix, if any (kombu adds none to
+    ``EVAL``)."""
+    return client.eval(_STAMP, 1, unacked_index, "XX" if renew else "ADD", *tags)
+
+
+def restore_expired(qos: Any, ceiling: float, num: int | None) -> None:
+    """kombu's restore of expired leases (``QoS.restore_visible``), judged on Redis's clock as
+    :func:`sweep` judged them (kombu compares with this host's clock, so a worker whose clock
+    is behind would have its running tasks handed out): under kombu's mutex, each delivery of
+    ``qos`` scored at or below ``ceiling`` goes back to its queue, unless renewed or
+    acknowledged since."""
+    with qos.channel.conn_or_acquire() as client:
+        try:
+            with kombu_redis.Mutex(client, qos.unacked_mutex_key, qos.unacked_mutex_expire):
+                for tag in client.zrange(qos.unacked_index_key, ceiling, 0, desc=True,
+                                         byscore=True, offset=0 if num else None,
+                                         num=num or None):
+                    _restore_if_expired(qos, client, tag, ceiling)
+        except kombu_redis.MutexHeld:
+            pass
+
+
+def _restore_if_expired(qos: Any, client: Any, tag: Any, ceiling: float) -> None:
+    """kombu's ``restore_by_tag``, done only if the delivery's lease is still expired."""
+
+    def restore(pipe: Any) -> None:  # (kombu prefixes a global key prefix but on ZSCORE)
+        score = pipe.zscore(f"{qos.channel.global_keyprefix or ''}{qos.unacked_index_key}", tag)
+        raw = pipe.hget(qos.unacked_key, tag)
+        pipe.multi()
+        if score is None or score > ceiling:
+            return  # acknowledged, or renewed since the sweep
+        qos._remove_from_indices(tag, pipe)
+        if raw:
+            body, exchange, routing_key = loads(bytes_to_str(raw))
+            qos.channel._do_restore_message(body, exchange, routing_key, pipe, False)
+
+    client.transaction(restore, qos.unacked_key, qos.unacked_index_key)
 
 
 def inflight_key(queue: str, channel_id: str) -> str:
@@ -126,135 +195,3 @@ def give_back(client: redis.Redis, queue: str, channel_id: str) -> int:
     script = client.register_script(_GIVE_BACK)
     return int(script(keys=[key, f"{key}.alive", queue, INFLIGHT_INDEX, bell_key(queue)],
                       args=[BELL_TTL_MS]))
-
-
-class SweepingQoS(kombu_redis.QoS):
-    def restore_visible(self, start: int = 0, num: int = 10, interval: int = 10) -> bool:
-        """The sweeps that give a dead worker's messages back: kombu's (expired leases) and
-        ours (in-flight lists of dead channels), when this process holds the sweeper's turn
-        (taking it if free). Returns whether it does. kombu also calls this from a synchronous
-        ``drain_events`` (a client's ``inspect``, say): a process that runs no event loop could
-        not keep sweeping, so it never takes the turn (nor sweeps)."""
-        channel = self.channel
-        transport = channel.connection
-        if not (isinstance(transport, SweepingTransport) and transport.sweeps_on_a_loop()):
-            return False
-        try:
-            with channel.conn_or_acquire() as client:
-                swept = sweep(client, channel._channel_id, channel.sweeper_hold_s,
-                              unacked_index=self.unacked_index_key,
-                              lease_s=float(self.visibility_timeout),
-                              limit=num)
-        except InconsistencyError:
-            return False
-        if swept is None:
-            return False
-        returned, expired = swept
-        if returned:
-            log.warning("%d message(s) of a dead worker's channel put back in their queue",
-                        returned)
-        if expired:  # kombu's own restore (rare): under its mutex, message by message
-            super().restore_visible(start, num, interval=1)
-        return True
-
-
-class SweepingChannel(kombu_redis.Channel):
-    """A channel that marks its in-flight lists alive and tries for the sweeper's turn."""
-
-    _turn_tried_at = -1e9
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        host = socket.gethostname().replace(".", "_")  # (no dots: see inflight_key)
-        self._channel_id = f"{host}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._alive_at = -1e9
-        self.lease_s = float(self.visibility_timeout)
-        every = float(self.unacked_restore_interval or 1)
-        #: The sweeper's turn lapses after this without renewal (two sweeps missed, at most a
-        #: third of the lease), and another process takes it over within ``TAKEOVER_S``:
-        #: before a dead sweeper's own tasks are due to run again.
-        self.sweeper_hold_s = min(2 * every, max(every, self.lease_s / 3))
-        self.takeover_s = TAKEOVER_S
-
-    def _keep_alive(self, keys: list[str]) -> None:
-        """Mark this channel's in-flight lists alive for a lease (at most every quarter lease),
-        and try for the sweeper's turn when due, in one round trip."""
-        now = monotonic()
-        mark = now - self._alive_at >= self.lease_s / 4
-        trying = self._sweeper_turn_due(now)
-        if mark or trying:
-            self._mark_and_try_turn(keys if mark else [], trying=trying, now=now)
-
-    def _sweeper_turn_due(self, now: float) -> bool:
-        transport = self.connection
-        return (now - self._turn_tried_at >= self.takeover_s
-                and isinstance(transport, SweepingTransport) and transport.wants_sweeper_turn())
-
-    def _mark_and_try_turn(self, alive_keys: list[str], *, trying: bool, now: float) -> None:
-        """In one round trip: mark ``alive_keys`` alive and (``trying``) try for the sweeper's
-        turn, as of ``now``; a turn taken starts this process's sweeps."""
-        try:
-            with self.conn_or_acquire() as client:
-                pipe = client.pipeline(transaction=False)
-                for key in alive_keys:
-                    pipe.set(f"{key}.alive", b"1", px=int(self.lease_s * 1000))
-                if alive_keys:
-                    pipe.sadd(INFLIGHT_INDEX, *alive_keys)
-                if trying:
-                    hold_sweep_turn_in(pipe, "unacked", self._channel_id,
-                                       self.sweeper_hold_s)
-                replies = pipe.execute()
-        except InconsistencyError:
-            return
-        if alive_keys:
-            self._alive_at = now
-        if trying:
-            self._turn_tried_at = now
-            if replies[-1]:
-                self.connection.start_sweeping()
-
-
-class SweepingTransport(kombu_redis.Transport):
-    """kombu's transport, whose restore sweep (each ``unacked_restore_interval``) runs only
-    while this process holds the sweeper's turn."""
-
-    _loop: Any = None
-    _sweep_every = 1.0
-
-    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
-        super().register_with_event_loop(connection, loop)
-        cycle: Any = self.cycle
-        cycle._restore_messages_tref.cancel()
-        cycle._restore_messages_tref = None  # (a sweep's timer, while this process sweeps)
-        cycle._binding_expiry_tref.cancel()
-        cycle._binding_expiry_tref = loop.call_repeatedly(
-            BINDING_CHECK_S, cycle.maybe_refresh_binding_expiry)
-        self._loop = loop
-        self._sweep_every = float(
-            connection.client.transport_options.get("unacked_restore_interval", 1))
-
-    def sweeps_on_a_loop(self) -> bool:
-        """Whether this process can sweep each second: it runs an event loop."""
-        return self._loop is not None
-
-    def wants_sweeper_turn(self) -> bool:
-        """Whether this process could sweep and does not yet."""
-        cycle: Any = self.cycle
-        return self.sweeps_on_a_loop() and cycle._restore_messages_tref is None
-
-    def start_sweeping(self) -> None:
-        """Sweep each interval for as long as this process keeps the sweeper's turn."""
-        if not self.wants_sweeper_turn():
-            return
-        cycle: Any = self.cycle
-        loop = self._loop
-
-        def sweep() -> None:
-            held = False
-            try:
-                held = bool(cycle.maybe_restore_messages())
-            finally:  # (kombu cancels this attribute's timer when it registers again)
-                cycle._restore_messages_tref = (
-                    loop.call_later(self._sweep_every, sweep) if held else None)
-
-        sweep()  # the first one now (a timer set here would wait for the loop's next wake-up)

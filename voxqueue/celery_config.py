@@ -15,7 +15,6 @@ from voxqueue.settings import QUEUES, Settings
 STT_TRANSCRIBE = "voxqueue.stt.transcribe"
 AGENT_STEP = "voxqueue.agent.step"
 AGENT_RESUME = "voxqueue.agent.resume"
-AGENT_CHORD_FAILED = "voxqueue.agent.chord_failed"
 TOOLS_RUN = "voxqueue.tools.run"
 TTS_SPEAK = "voxqueue.tts.speak"
 
@@ -80,8 +79,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_reject_on_worker_lost": True,
         "task_acks_on_failure_or_timeout": True,
         "worker_prefetch_multiplier": 1,
-        # Off: a redelivered chord member that had stored its result must still report to the
-        # chord (Celery's count is idempotent per member); every stage skips work already done.
+        # Off: every stage skips work already done by itself (``Stage.complete``), and a
+        # redelivered tool call must still finish its join (workers/runtime/join.py).
         "worker_deduplicate_successful_tasks": False,
         # Running stages finish their turn after a broker blip (their Redis calls retry, and
         # every stage is idempotent), rather than being cancelled and waiting for redelivery.

@@ -45,9 +45,10 @@ def trace(turn_id: str,
 def doctor() -> None:
     """Check Redis, the workers of every queue, beat, Flower, providers and keys."""
     from voxqueue.doctor import diagnose
+    from voxqueue.doctor_durability import durability_checks
 
     found = diagnose(get_settings())
-    checks = found.checks
+    checks = found.checks + durability_checks(get_settings())
     table = Table("check", "", "detail", "fix", box=None)
     for c in checks:
         mark = "[green]ok[/]" if c.ok else ("[yellow]warn[/]" if c.warning else "[red]FAIL[/]")

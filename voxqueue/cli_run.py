@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from voxqueue.embedded_redis import EMBEDDED_PORT, data_dir
 from voxqueue.flower_auth import flower_credentials
 from voxqueue.process_table import DEFAULT_PROCESSES, default_processes, parse_processes
 from voxqueue.redis_conn import redact
@@ -48,9 +49,13 @@ def up(
              f"{','.join(f'{q}={n}' for q, n in DEFAULT_PROCESSES.items())} with cloud "
              "providers; one for an offline model and for the other queues).")
     ] = None,
+    redis_port: Annotated[int, typer.Option(
+        help="Port of the embedded Redis, started when none answers at VOXQUEUE_REDIS_URL.")
+    ] = EMBEDDED_PORT,
 ) -> None:
     """Run everything one machine needs: workers per queue, beat and Flower. A process that
-    dies is started again (after 1 s, doubling to 30 s while it keeps dying); Ctrl-C stops all."""
+    dies is started again (after 1 s, doubling to 30 s while it keeps dying); Ctrl-C stops all.
+    With no Redis answering it starts one whose data stays in VOXQUEUE_DATA_DIR."""
     try:
         counts = (default_processes(get_settings()) if processes is None
                   else parse_processes(processes))
@@ -58,10 +63,16 @@ def up(
         err.print(f"[red]--processes: {exc}[/]")
         raise typer.Exit(2) from exc
     sup = Supervisor(get_settings())
-    url, embedded = sup.ensure_redis()
+    try:
+        url, embedded = sup.ensure_redis(redis_port)
+    except RuntimeError as exc:
+        err.print(f"[red]{exc}[/]")
+        raise typer.Exit(2) from exc
     if embedded:
         out.print(f"[yellow]No Redis answered at {redact(get_settings().redis_url)}: started "
-                  f"an embedded Redis at {url}.[/]")
+                  f"an embedded Redis at {url}.[/]\nIts data: {data_dir(sup.settings)} "
+                  f"(appendfsync {sup.settings.redis_appendfsync}; kept from one up to the next)",
+                  soft_wrap=True)
     else:
         out.print(f"Using Redis at {sup.describe_redis()}")
 

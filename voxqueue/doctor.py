@@ -91,7 +91,7 @@ def check_beat(client: redis.Redis, settings: Settings) -> Check:
     if held:
         return Check("beat", True, "one beat holds the scheduler lock")
     return Check("beat", False, "no beat is running (the scheduled monitors need it; timers and "
-                 "the deadline sweeper run in the monitor workers)",
+                 "the deadline sweeper run in the workers)",
                  "run exactly one: celery -A workers beat -S "
                  "workers.housekeeping.beat_scheduler:ResilientScheduler (voxqueue up does)")
 

@@ -38,8 +38,21 @@ class Keys:
         """String set once (``SET NX``): guards a side effect against redelivery."""
         return f"{self.prefix}:turn:{turn_id}:once:{name}"
 
+    def said(self, turn_id: str, step: int) -> str:
+        """List: the sentences of an agent step's reply that were put in pieces for TTS, in
+        order, each recorded as its piece is named, before its job is sent."""
+        return f"{self.prefix}:turn:{turn_id}:said:{step}"
+
     def tool_outcome(self, turn_id: str, call_id: str) -> str:
         return f"{self.prefix}:turn:{turn_id}:tool:{call_id}"
+
+    def tool_join(self, turn_id: str, step: int) -> str:
+        """The set of call ids of step ``step`` whose outcome is stored (the tools' join)."""
+        return f"{self.prefix}:turn:{turn_id}:join:{step}"
+
+    def job_owner(self, task_id: str) -> str:
+        """The broker delivery tag of the copy of a job that runs it (see ``stage.begin``)."""
+        return f"{self.prefix}:owner:{task_id}"
 
     def turn_untrusted(self, turn_id: str) -> str:
         """String: why the turn read untrusted content (a tool's name, or "alert")."""
@@ -167,6 +180,16 @@ class Keys:
         """List: a wake-up for the housekeeping loop, pushed when a timer is added (at most
         one element)."""
         return f"{self.prefix}:timers:wake"
+
+    def housekeeping_turn(self) -> str:
+        """Name of the turn (``voxqueue.broker_sweeps.hold_sweep_turn_in``) of the one worker
+        process that runs the housekeeping loop."""
+        return f"housekeeping.{self.prefix}"
+
+    def housekeeping_handoff(self) -> str:
+        """List: pushed when the process holding the housekeeping turn stops cleanly, so one
+        waiting for the turn takes it at once (at most one element)."""
+        return f"{self.prefix}:housekeeping:handoff"
 
     def timer_items(self) -> str:
         """Hash: timer id -> its JSON (what to announce, to whom)."""

@@ -44,6 +44,13 @@ class Settings(BaseSettings):
     worker and client must use the same value: the shortest one seen anywhere wins."""
     max_deliveries: int = 3
     """A task delivered this many times without finishing ends its turn with an error."""
+    data_dir: Path | None = None
+    """Where ``voxqueue up``'s embedded Redis keeps its data (one ``up`` at a time); unset:
+    ``$XDG_DATA_HOME/voxqueue`` (``~/.local/share/voxqueue``)."""
+    redis_appendfsync: Literal["always", "everysec"] = "always"
+    """fsync of the embedded Redis's append-only file (deploy/ uses the same). ``always``: an
+    acknowledged write survives a crash of Redis or of the machine; ``everysec`` is faster, but
+    a crash can lose a second of writes, so a once-claim may be undone after its effect."""
     crash_at: str = ""
     """Tests only: crash points that SIGKILL the process (``workers/runtime/crash.py``)."""
 

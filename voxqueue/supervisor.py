@@ -15,12 +15,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from voxqueue.child_process import Proc, kill_group, start_child, terminate
 from voxqueue.embedded_redis import (
     EMBEDDED_PORT,
+    data_dir,
     embedded_redis_url,
+    lock_data_dir,
     redis_answers,
     start_embedded_redis,
 )
@@ -52,6 +54,8 @@ class Supervisor:
     procs: list[Proc] = field(default_factory=list)
     embedded: Proc | None = None
     """The embedded redis-server that ``ensure_redis`` started, if any."""
+    data_lock: IO[str] | None = None
+    """The lock on the embedded Redis's data folder, held while it runs."""
     restart: RestartPolicy = field(default_factory=RestartPolicy)
     log: Callable[[str], None] = log_to_stderr
     """Where restarts are told, one line each."""
@@ -62,13 +66,22 @@ class Supervisor:
     def ensure_redis(self, port: int = EMBEDDED_PORT) -> tuple[str, bool]:
         """The Redis URL to use, starting an embedded server when none answers.
 
-        Returns the URL and whether it is embedded. The embedded server is a child like the
-        others: restarted if it dies, stopped last.
+        Returns the URL and whether it is embedded. The embedded server keeps its data in
+        :func:`~voxqueue.embedded_redis.data_dir`, locked against a second ``up``
+        (``DataDirInUse``); it is a child like the others: restarted if it dies, stopped last.
         """
         url = self.settings.redis_url
         if redis_answers(url):
             return url, False
-        self.embedded = start_embedded_redis(port, self.env, self.log_dir)
+        folder = data_dir(self.settings)
+        self.data_lock = lock_data_dir(folder)
+        try:
+            self.embedded = start_embedded_redis(port, folder, self.settings.redis_appendfsync,
+                                                 self.env, self.log_dir)
+        except BaseException:
+            self.data_lock.close()
+            self.data_lock = None
+            raise
         url = embedded_redis_url(port)
         self.env["VOXQUEUE_REDIS_URL"] = url
         self.settings = self.settings.model_copy(update={"redis_url": url})
@@ -205,6 +218,9 @@ class Supervisor:
         if self.embedded is not None:
             terminate([self.embedded], timeout)
             self.embedded = None
+        if self.data_lock is not None:
+            self.data_lock.close()
+            self.data_lock = None
 
     def describe_redis(self) -> str:
         return redact(self.settings.redis_url)

@@ -114,7 +114,8 @@ class Turn:
 
     def playback(self, timeout: float | None = None) -> Iterator[bytes]:
         """The reply's PCM in speaking order, each chunk as soon as it can be played (see
-        :func:`voxqueue.playback.in_speaking_order`: nothing heard twice, nothing skipped)."""
+        :func:`voxqueue.playback.in_speaking_order`: nothing skipped; a sentence whose audio
+        was interrupted is heard again from its start, never spliced)."""
         yield from in_speaking_order(self.events(timeout=timeout))
 
     def wait(self, timeout: float | None = None) -> TurnResult:

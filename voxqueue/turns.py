@@ -267,10 +267,12 @@ class TurnStore:
         return bool(self.r.exists(self.keys.ended(turn_id)))
 
     def finish(self, spec: TurnSpec, status: str, error: tuple[ErrorCode | str, str] | None = None,
-               data: Mapping[str, Any] | None = None) -> bool:
+               data: Mapping[str, Any] | None = None, fence: Fence | None = None) -> bool:
         """End the turn once: an ``error`` event when given, then ``run-end``.
 
-        Returns False when the turn had already ended (nothing is written then).
+        Returns False when the turn had already ended (nothing is written then). With a
+        ``fence``, raises ``Fenced`` (nothing written) when the writer is no longer its job's
+        newest attempt: a zombie must not end a turn the attempt that took over is running.
         """
         k = self.keys
         events = k.events(spec.turn_id)
@@ -278,7 +280,7 @@ class TurnStore:
         # The end flag, the events and the bookkeeping in one script: a crash cannot leave a
         # turn ended without its run-end, nor a run-end without the session freed.
         once = Once(self.r, marker=k.ended(spec.turn_id), ttl_s=self.ttl_s,
-                    marker_value=status.encode())
+                    marker_value=status.encode(), fence=fence)
         if error is not None:
             code, message = error
             ev = TurnEvent(type="error", turn_id=spec.turn_id, ts=now,
@@ -316,9 +318,15 @@ class TurnStore:
                   self.keys.session_waiting(spec.session_id), self.keys.active_turns(),
                   spec.turn_id, max(1, ttl_s))
 
-    def release_session(self, session_id: str, turn_id: str) -> None:
-        """Free the session for its next turn, if this turn holds it."""
-        self._release_lock(keys=[self.keys.session_lock(session_id)], args=[turn_id])
+    def release_session(self, session_id: str, turn_id: str, fence: Fence | None = None) -> None:
+        """Free the session for its next turn, if this turn holds it; with a ``fence``, only
+        while the writer is its job's newest attempt (else raises ``Fenced``: a woken zombie
+        must not free the session while the attempt that took over still runs)."""
+        if fence is None:
+            self._release_lock(keys=[self.keys.session_lock(session_id)], args=[turn_id])
+            return
+        Once(self.r, fence=fence).call("DELIFEQ", self.keys.session_lock(session_id),
+                                       turn_id).run()
 
     def overdue(self, now: float | None = None, limit: int = 100) -> list[str]:
         """Turns still active after their deadline."""

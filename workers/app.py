@@ -30,12 +30,12 @@ class VoxCelery(Celery):
 
 app = VoxCelery("workers", set_as_current=True)
 lifecycle.install(app, lambda: app.runtime)
-housekeeping.install(app, lambda: app.runtime)  # timers and overdue turns, in monitor workers
+housekeeping.install(app, lambda: app.runtime)  # timers and overdue turns: any worker, in turn
 app.conf.update(celery_config(get_settings()))
 app.conf.update(beat_config(get_settings()))  # beat's schedule and lock live in Redis
 app.conf.worker_consumer = "workers.runtime.consumer:Consumer"  # task events in batches
-# Beat runs only the monitors a user scheduled: timers and overdue turns are the monitor
-# workers' housekeeping loop (workers/housekeeping/loop.py), not a task every second.
+# Beat runs only the monitors a user scheduled: timers and overdue turns are the workers'
+# housekeeping loop (workers/housekeeping/loop.py), not a task every second.
 app.conf.beat_schedule = {}
 app.conf.include = [
     "workers.stt.task",

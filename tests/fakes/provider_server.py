@@ -27,6 +27,12 @@ per route, one consumed per authenticated, well-formed request; ``times=N`` keep
 error; ``cut_after_chunks=N`` drops a streamed chat / TTS answer after N chunks;
 ``malformed_after_chunks=N`` puts a well-framed but malformed chunk after N chat chunks.
 
+Answers that differ per call: a scripted chat response with ``variants`` (a list of contents)
+answers each call with the next of them, as a sampled model words each answer differently;
+``vary_voice()`` makes each TTS request's audio a new rendition of its text (same length,
+different bytes: ``spoken_pcm(text, rendition=n)``, noted as ``rendition`` in the request),
+as a voice with noise, or ElevenLabs, never says a sentence the same way twice.
+
 Latency profile (``set_profile``): stt_delay_s, llm_ttft_s, llm_tokens_per_s (0 = unpaced),
 tts_ttfb_s, tts_rtf (0 = as fast as possible). All default to 0.
 """
@@ -141,9 +147,16 @@ def tone_pcm(seconds: float, rate: int, freq: float = 440.0, amplitude: float = 
     return (np.sin(2 * np.pi * freq * t) * amplitude * 32767).astype("<i2").tobytes()
 
 
-def spoken_pcm(text: str, rate: int = 16000) -> bytes:
-    """What the fake voice says for ``text``: 60 ms of tone per character, at least 0.2 s."""
-    return tone_pcm(max(0.2, 0.06 * len(text)), rate)
+def spoken_pcm(text: str, rate: int = 16000, rendition: int | None = None) -> bytes:
+    """What the fake voice says for ``text``: 60 ms of tone per character, at least 0.2 s. The
+    ``rendition``-th of a voice that varies (``vary_voice``) has noise of its own on it."""
+    pcm = tone_pcm(max(0.2, 0.06 * len(text)), rate)
+    if rendition is None:
+        return pcm
+    seed = int.from_bytes(hashlib.sha256(f"{rendition}:{text}".encode()).digest()[:8], "little")
+    noise = np.random.default_rng(seed).integers(-300, 301, len(pcm) // 2)
+    samples = np.frombuffer(pcm, "<i2").astype(np.int32) + noise
+    return np.clip(samples, -32768, 32767).astype("<i2").tobytes()
 
 
 class _Queries:
@@ -202,6 +215,7 @@ class FakeProviders(_Queries):
             self._requests: list[Json] = []
             self._seen_keys: set[str] = set()
             self._max_concurrency: dict[str, int] = dict.fromkeys(ROUTES, 0)
+            self._renditions: dict[str, int] | None = None  # text -> renditions made
             self.default_transcript = DEFAULT_TRANSCRIPT
 
     def script_transcripts(self, *items: str | Json) -> None:
@@ -214,15 +228,22 @@ class FakeProviders(_Queries):
             self._transcripts.extend(parsed)
 
     def script_chat(self, *responses: Json) -> None:
-        """Queue chat responses: {"content"?, "tool_calls"?, "match"?, "after_tool"?, "repeat"?}."""
+        """Queue chat responses: {"content"?, "variants"?, "tool_calls"?, "match"?, "after_tool"?,
+        "repeat"?}; ``variants``: the contents of successive answers, in turn."""
         for resp in responses:
-            if not isinstance(resp, dict) or not ("content" in resp or "tool_calls" in resp):
+            if not isinstance(resp, dict) or not (
+                    "content" in resp or "tool_calls" in resp or resp.get("variants")):
                 raise ValueError(f"a scripted chat response needs content or tool_calls: {resp!r}")
             for call in resp.get("tool_calls", []):
                 if "name" not in call:
                     raise ValueError(f"a scripted tool call needs a name: {call!r}")
         with self._lock:
             self._chat.extend(copy.deepcopy(list(responses)))
+
+    def vary_voice(self, varies: bool = True) -> None:
+        """Make each TTS request's audio the next rendition of its text (until ``reset``)."""
+        with self._lock:
+            self._renditions = {} if varies else None
 
     def inject(self, route: str, **fault: Any) -> None:
         """Queue a fault for "chat", "transcriptions" or "tts" (see module docs)."""
@@ -337,6 +358,7 @@ class FakeProviders(_Queries):
             "transcripts": self._admin_transcripts,
             "faults": self._admin_faults,
             "profile": lambda b: self.set_profile(**b),
+            "voice": lambda b: self.vary_voice(bool(b.get("varies", True))),
         }
         for name, action in admin.items():
             app.router.add_post(f"/_fake/{name}", self._admin(action))
@@ -513,7 +535,11 @@ class FakeProviders(_Queries):
                     continue
                 if not resp.get("repeat"):
                     del self._chat[i]
-                return copy.deepcopy(resp)
+                picked = copy.deepcopy(resp)
+                if variants := resp.get("variants"):
+                    used = resp["used"] = resp.get("used", 0) + 1
+                    picked["content"] = variants[(used - 1) % len(variants)]
+                return picked
         if last.get("role") == "tool":
             trailing: list[str] = []
             for m in reversed(messages):
@@ -620,7 +646,12 @@ class FakeProviders(_Queries):
     async def _tts(self, request: web.Request, record: Json) -> web.StreamResponse:
         rate = PCM_RATES[request.query["output_format"]]
         text = str(record["json"]["text"])
-        pcm = spoken_pcm(text, rate)
+        with self._lock:
+            rendition = None
+            if self._renditions is not None:
+                rendition = self._renditions[text] = self._renditions.get(text, -1) + 1
+                record["rendition"] = rendition
+        pcm = spoken_pcm(text, rate, rendition)
         step = rate // 10 * 2  # 100 ms of 16-bit samples
         chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
         prof = self.profile
@@ -671,6 +702,9 @@ class FakeProvidersClient(_Queries):
 
     def inject(self, route: str, **fault: Any) -> None:
         self._call("POST", "faults", {"route": route, **fault})
+
+    def vary_voice(self, varies: bool = True) -> None:
+        self._call("POST", "voice", {"varies": varies})
 
     def set_profile(self, **fields: float) -> None:
         self._call("POST", "profile", fields)

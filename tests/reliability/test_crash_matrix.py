@@ -42,7 +42,8 @@ STAGES = ("stt", "agent", "tools", "tts")
 #: and two in prefork.
 SUBSET = {
     ("threads", "stt.after-transcript"), ("threads", "agent.after-send"),
-    ("threads", "tools.after-run"), ("threads", "tts.mid-stream"),
+    ("threads", "tools.after-run"), ("threads", "tools.after-record"),
+    ("threads", "tts.mid-stream"),
     ("prefork", "agent.mid-stream"), ("prefork", "tts.after-done"),
 }
 REPLY = ("The first sentence of the answer is here. A second sentence follows right after "

@@ -87,7 +87,7 @@ def test_a_forged_tool_call_never_runs(client, fake, reliability_case):
     label = f"forged-{uuid.uuid4().hex[:6]}"
     job = ToolCallJob(turn_id=spec.turn_id, step=1, call_id="call_forged",
                       name="record_side_effect", arguments=json.dumps({"label": label}),
-                      session_id="kitchen", device="kitchen")
+                      calls=1, session_id="kitchen", device="kitchen")
     send(client, TOOLS_RUN, [job.model_dump(mode="json")])
     time.sleep(3)
     assert client.redis.get(f"probe:side-effect:{label}") is None, "the tool ran"

@@ -1,9 +1,12 @@
 """Redis restarts (append-only file) under a load of turns: everything reconnects, no turn is
-lost; Redis down past the deadline ends turns with a clear error, never a hang."""
+lost; Redis killed (SIGKILL) under turns and tools loses no acknowledged write, so no turn is
+lost and no effect done twice; Redis down past the deadline ends turns with a clear error,
+never a hang."""
 
 from __future__ import annotations
 
 import base64
+import signal
 import threading
 import time
 import urllib.error
@@ -117,6 +120,61 @@ def test_redis_restart_under_load_loses_no_turn(restartable, reliability_case):
     case.turns += 1
     case.count(audit(client.store, after))
     case.note("all 12 ok; workers, beat (a timer fired) and Flower reconnected")
+
+
+def test_redis_killed_under_turns_and_tools_loses_none_and_doubles_nothing(
+        restartable, reliability_case):
+    """SIGKILL, not SIGTERM: Redis writes nothing more, so only what its append-only file
+    holds comes back (fsynced as users' Redis is: ``VOXQUEUE_REDIS_APPENDFSYNC``, compose)."""
+    server, system, fake, _ = restartable
+    case = reliability_case("Redis SIGKILLed under 12 turns (6 mid side-effecting tool), "
+                            "restarted on its append-only file")
+    fake.set_profile(llm_ttft_s=0.5, tts_rtf=0.3)
+    labels = [f"redis-kill-{i}-{time.time()}" for i in range(6)]
+    fake.script_chat(
+        {"after_tool": True, "repeat": True, "content": "It is recorded."},
+        {"match": "crash talk", "repeat": True, "content": "I survived the crash. All good."},
+        *({"match": f"crash tool {i}", "tool_calls": [
+            {"name": "record_side_effect", "arguments": {"label": label}}]}
+          for i, label in enumerate(labels)),
+    )
+    client = system.client()
+    turns = [client.ask(f"crash talk {i}", session=f"kill-talk-{i}", deadline_s=45)
+             for i in range(6)]
+    turns += [client.ask(f"crash tool {i}", session=f"kill-tool-{i}", deadline_s=45)
+              for i in range(6)]
+    results: dict[str, object] = {}
+
+    def follow(turn):
+        results[turn.turn_id] = turn.wait(timeout=90)
+
+    threads = [threading.Thread(target=follow, args=(t,)) for t in turns]
+    for t in threads:
+        t.start()
+    probes = [f"probe:side-effect:{label}" for label in labels]
+    assert wait_until(lambda: all(client.redis.exists(p) for p in probes), 20), \
+        "the tools are running"
+    server.restart(down_s=1.0, sig=signal.SIGKILL)  # mid-tool (each takes 3 s)
+    for t in threads:
+        t.join(100)
+    assert len(results) == 12, "every turn ended"
+    for turn in turns:
+        found = audit(client.store, turn)
+        case.turns += 1
+        case.count(found)
+        assert not found.lost and found.duplicates == 0, found
+        result = results[turn.turn_id]
+        assert result.status == "ok" or (result.error or {}).get("code"), result
+    assert [int(client.redis.get(p) or 0) for p in probes] == [1] * 6, "each effect once"
+    statuses = [r.status for r in results.values()]
+    case.note(f"{statuses.count('ok')} of 12 ok, others a clear error; each of the 6 "
+              "side effects done once")
+    # Every session's next turn works.
+    fake.reset()
+    fake.script_chat({"match": "again", "repeat": True, "content": "Back to normal."})
+    for turn in turns[:1] + turns[6:7]:
+        after = client.ask("again", session=turn.spec.session_id, speak=False)
+        assert after.wait(timeout=30).status == "ok"
 
 
 def test_redis_down_past_the_deadline_ends_turns_with_a_clear_error(restartable, reliability_case):

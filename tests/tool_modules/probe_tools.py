@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 from workers.tools import current_call, tool
 
@@ -54,7 +55,14 @@ def whoami() -> str:
     return f"{call.session_id}/{call.call_id}"
 
 
-@tool(side_effects=True)
+#: Count the action once per idempotency key, in one step (an effect and its key together).
+_ONCE_PER_KEY = """
+if redis.call('set', KEYS[1], '1', 'NX', 'EX', 3600) then return redis.call('incr', KEYS[2]) end
+return tonumber(redis.call('get', KEYS[2]))
+"""
+
+
+@tool(side_effects=True, idempotent=True)
 def record_side_effect(label: str) -> str:
     """Count one real-world action under a label, then take three seconds to finish.
 
@@ -63,7 +71,10 @@ def record_side_effect(label: str) -> str:
     """
     from workers.toolkit.context import runtime
 
-    count = runtime().redis.incr(f"probe:side-effect:{label}")
+    call = current_call()
+    key = call.idempotency_key if call is not None else uuid.uuid4().hex
+    count = runtime().redis.eval(_ONCE_PER_KEY, 2, f"probe:side-effect-key:{key}",
+                                 f"probe:side-effect:{label}")
     time.sleep(3.0)
     return f"done {count}"
 

@@ -75,7 +75,9 @@ def test_a_message_moved_by_a_taker_that_died_comes_back_after_a_lease(url):
 
 
 def sweeps(r: redis.Redis, holder: str = "sweeper") -> tuple[int, int] | None:
-    return sweep(r, holder, 2.0, unacked_index="unacked_index", lease_s=LEASE_S, limit=10)
+    """Messages put back and leases expired (or None: not this holder's turn)."""
+    swept = sweep(r, holder, 2.0, unacked_index="unacked_index", lease_s=LEASE_S, limit=10)
+    return None if swept is None else swept[:2]
 
 
 def test_the_sweep_is_one_processs_turn_and_counts_expired_leases(url):

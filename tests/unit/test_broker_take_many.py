@@ -143,10 +143,10 @@ def test_a_message_moved_by_a_taker_of_several_queues_that_died_comes_back(url):
         assert taken(r.eval(*take_any_command(names, inflight)[1:])) is not None  # ...it dies
     assert r.llen(qs[1].name) == 0 and r.llen(inflight[1]) == 1
     assert sweep(r, "s", 2.0, unacked_index="unacked_index", lease_s=LEASE_S,
-                 limit=10) == (0, 0), "its channel is alive for a lease"
+                 limit=10)[:2] == (0, 0), "its channel is alive for a lease"
     time.sleep(LEASE_S + 0.2)
     assert sweep(r, "s", 2.0, unacked_index="unacked_index", lease_s=LEASE_S,
-                 limit=10) == (1, 0)
+                 limit=10)[:2] == (1, 0)
     assert r.llen(qs[1].name) == 1
     assert r.xlen(f"_voxqueue.bell.{qs[1].name}") == 1, "the sweep rang its queue's bell"
 

@@ -35,7 +35,8 @@ def test_the_next_turn_answers_calls_a_cancelled_turn_left_open(redis_server):
     history.extend([msg.system("sys"), msg.user("two things"), msg.assistant_tool_calls(calls),
                     msg.tool_result("c1", "done")])  # c2 never answered: the turn was cancelled
     assert history_problems(history.load()) != []
-    assert msg.unanswered_calls(history.load()) == ["c2"]
+    assert msg.repaired(history.load())[3:5] == [
+        msg.tool_result("c1", "done"), msg.tool_error("c2", msg.ENDED_BEFORE_RESULT)]
 
     open_turn(Stage(rt, spec, "agent", 1), AgentStep(turn_id=spec.turn_id, step=1))
 
@@ -44,3 +45,50 @@ def test_the_next_turn_answers_calls_a_cancelled_turn_left_open(redis_server):
     assert after[-2]["tool_call_id"] == "c2" and after[-2]["content"].startswith("Error")
     assert after[-1] == msg.user("and now?")
     assert [m["role"] for m in after].count("system") == 1
+
+
+def _call(cid: str) -> dict[str, str]:
+    return {"id": cid, "name": "lights", "arguments": "{}"}
+
+
+def test_the_repair_scans_the_whole_history_not_the_last_answer():
+    """A cancelled turn's late tool-call message landed after the next turn's user message
+    (what the review replayed): the calls anywhere in the list get answered where they stand,
+    an answer that came later is moved up, an orphan answer is dropped."""
+    broken = [msg.system("sys"), msg.user("turn on the lights"),
+              msg.assistant_tool_calls([_call("a1")]),           # never answered
+              msg.user("and the heating?"),
+              msg.assistant_tool_calls([_call("b1"), _call("b2")]),
+              msg.tool_result("b2", "heating on"),
+              msg.tool_result("zz", "answers no call"),
+              msg.assistant("The heating is on."),
+              msg.tool_result("b1", "late, but real")]
+    assert history_problems(broken) != []
+    fixed = msg.repaired(broken)
+    assert history_problems(fixed) == []
+    assert fixed[2:4] == [msg.assistant_tool_calls([_call("a1")]),
+                          msg.tool_error("a1", msg.ENDED_BEFORE_RESULT)]
+    assert fixed[5:8] == [msg.assistant_tool_calls([_call("b1"), _call("b2")]),
+                          msg.tool_result("b1", "late, but real"),
+                          msg.tool_result("b2", "heating on")]
+    assert fixed[-1] == msg.assistant("The heating is on.")
+    assert msg.repaired(fixed) == fixed, "a valid history is left as it is"
+
+
+def test_a_turn_that_ended_writes_no_more_history(redis_server):
+    """Every history write of a stage checks, in its own script, that the turn has not ended:
+    a cancelled turn's late step cannot append after the session moved on."""
+    url = redis_server.url[:-1] + str(DB)
+    redis.Redis.from_url(url).flushdb()
+    rt = runtime_for(Settings(_env_file=None, redis_url=url))  # type: ignore[call-arg]
+    now = time.time()
+    spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id=f"s-{uuid.uuid4().hex[:6]}",
+                    input="text", text="hi", created_at=now, deadline=now + 30, speak=False)
+    rt.store.create(spec)
+    stage = Stage(rt, spec, "agent", 1)
+    history = history_of(stage)
+    rt.store.cancel(spec.turn_id)
+    rt.store.finish(spec, "cancelled")
+    late = history.extend_in(stage.once("history-1"),
+                             [msg.assistant_tool_calls([_call("late")])]).run()
+    assert late is None and history.load() == []

@@ -119,3 +119,47 @@ def test_a_turn_due_before_the_loop_would_wake_wakes_it(r):
         assert time.time() - spec.deadline < 5, "ended at the loop's next look, not on time"
     finally:
         loop.stop()
+
+
+def test_one_loop_at_a_time_does_the_work_and_a_clean_stop_hands_it_over_at_once(r):
+    """Every worker process runs the loop; the one holding the turn fires the timers. When it
+    stops, a waiting one takes over at once (not when the turn would have lapsed)."""
+    first, second = keeper(r, max_wait_s=30.0), keeper(r, max_wait_s=30.0)
+    first.start()
+    give_up = time.time() + 5
+    while not first.holds:
+        assert time.time() < give_up, "the first loop never took the turn"
+        time.sleep(0.02)
+    second.start()
+    try:
+        time.sleep(0.3)
+        assert not second.holds, "two loops held the turn"
+        first.stop()
+        first._thread.join(35)
+        due = time.time() + 0.3
+        TimerStore(r, Keys("hk")).new("timer", "device:den", "tea", "Tea is ready.", due)
+        give_up = time.time() + 10  # far less than the turn's hold (31.5 s) or a try (30 s)
+        while not announcements(r, "device:den"):
+            assert time.time() < give_up, "the second loop did not take over"
+            time.sleep(0.05)
+        assert second.holds and not first.holds
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_a_dead_holders_turn_lapses_and_another_loop_takes_over(r):
+    hold_sweep_turn_in(r, Keys("hk").housekeeping_turn(), "a-dead-process", 0.5)  # it never renews
+    loop = keeper(r, max_wait_s=0.2)
+    loop.start()
+    try:
+        TimerStore(r, Keys("hk")).new("timer", "device:attic", "t", "Time.", time.time())
+        time.sleep(0.1)
+        assert not loop.holds and not announcements(r, "device:attic")
+        give_up = time.time() + 10
+        while not announcements(r, "device:attic"):
+            assert time.time() < give_up, "the turn never passed on"
+            time.sleep(0.05)
+        assert loop.holds
+    finally:
+        loop.stop()

@@ -10,10 +10,12 @@ from collections.abc import Iterator
 import pytest
 
 from tests.unit.test_speaker_filter import new_speaker, pieces_of, sent_jobs, speaker_runtime
+from voxqueue.effects import Fenced
 from workers.agent import speech
 from workers.agent.speech import Speaker
 from workers.runtime import completion, handoff
 from workers.runtime.resources import Runtime
+from workers.runtime.stage import Stage
 
 FIRST = "This opening sentence gives the listener a few seconds to hear. "  # 63 chars: ~3.2 s
 LATER = ["Then a second sentence comes along. ", "A third one follows it closely. ",
@@ -93,16 +95,112 @@ def test_a_step_streamed_again_sends_the_pieces_of_the_first_attempt(rt):
     fake_clock(first)
     first.on_text(FIRST + LATER[0] + LATER[1] + "And")
     turn = first.stage.turn_id
-    named = completion.allocate(rt, turn, "1:1", 2)  # what its hand-off did before it died
+    # What its hand-off did before it died: named the piece and recorded its words.
+    named = completion.allocate(rt, turn, "1:1", 2, said=(
+        rt.keys.said(turn, 1), [LATER[0].strip(), LATER[1].strip()]))
     assert len(sent_jobs(rt)) == 1
-    again = Speaker(first.stage, step=1)
+    again = Speaker(attempt(first, 2), step=1)
     again.gather = False  # each sentence alone, were it not for the earlier attempt's piece
+    again.resume()
     again.on_text(FIRST + LATER[0] + LATER[1] + LATER[2])
     again.finish("")
     jobs = sent_jobs(rt)
     assert [j.text for j in jobs] == [FIRST.strip(), LATER[0].strip() + " " + LATER[1].strip(),
                                       LATER[2].strip()]
     assert jobs[1].seq == named.seq and again.pieces == [(0, 1), (1, 2), (3, 1)]
+
+
+def attempt(speaker: Speaker, n: int) -> Stage:
+    """The stage of attempt ``n`` of the speaker's step (a redelivery of the same job)."""
+    old = speaker.stage
+    return Stage(old.rt, old.spec, "agent", n, task_id=old.task_id)
+
+
+ALPHA = "Alpha one opens the answer here. Alpha two comes next. Alpha three ends it."
+BETA = ("Beta one opens differently now. Beta two follows it. Beta three ends it. "
+        "Beta four is one more.")
+
+
+def test_a_step_asked_again_keeps_what_it_spoke_as_its_answer_s_start(rt):
+    """The first attempt spoke its first sentence and died; the model words the answer
+    differently when asked again: the answer is the sentence spoken, then the new answer after
+    its own first sentence; the pieces sent are that answer, each once."""
+    first = new_speaker(rt)
+    fake_clock(first)
+    first.on_text(ALPHA)  # the first sentence is sent at once; the rest is gathered
+    assert [j.text for j in sent_jobs(rt)] == ["Alpha one opens the answer here."]
+    first.close()  # killed
+    again = Speaker(attempt(first, 2), step=1)
+    fake_clock(again)
+    again.resume()
+    for word in BETA.split(" "):
+        again.on_text(word + " ")
+    again.finish(BETA)
+    said = again.said(BETA)
+    assert said == ("Alpha one opens the answer here. Beta two follows it. Beta three ends it. "
+                    "Beta four is one more.")
+    assert " ".join(j.text for j in sent_jobs(rt)) == said  # what is recorded is what is heard
+    assert [j.seq for j in sent_jobs(rt)] == list(range(len(sent_jobs(rt))))
+    assert rt.redis.lrange(rt.keys.said(first.stage.turn_id, 1), 0, -1) == [
+        s.encode() for s in again.sentences]
+
+
+def test_every_piece_spoken_before_starts_the_answer_gathered_ones_too(rt):
+    """Killed after two pieces (the second gathered two sentences): the answer keeps all three
+    sentences, in their pieces, and goes on with the new wording's fourth."""
+    first = new_speaker(rt)
+    clock = fake_clock(first)
+    first.on_text(FIRST + "".join(LATER[:2]))
+    clock[0] += 2.5  # the listener runs low: the gathered piece goes with the next token
+    first.on_text("And")
+    assert len(sent_jobs(rt)) == 2 and first.pieces == [(0, 1), (1, 2)]
+    first.close()  # killed
+    again = Speaker(attempt(first, 2), step=1)
+    fake_clock(again)
+    again.resume()
+    again.on_text(BETA)
+    again.finish(BETA)
+    kept = [FIRST.strip(), LATER[0].strip(), LATER[1].strip()]
+    assert again.sentences == [*kept, "Beta four is one more."]
+    assert [j.text for j in sent_jobs(rt)] == [kept[0], f"{kept[1]} {kept[2]}",
+                                               "Beta four is one more."]
+    assert again.said(BETA) == " ".join(j.text for j in sent_jobs(rt))
+
+
+def test_a_piece_recorded_and_not_sent_is_sent_with_its_recorded_words(rt):
+    """Killed between recording a piece and sending it: the next attempt sends those words
+    (not its model's), at once, under the piece's number."""
+    speaker = new_speaker(rt)
+    turn = speaker.stage.turn_id
+    alpha = "Alpha one is here."
+    piece = completion.allocate(rt, turn, "1:0", 1, said=(rt.keys.said(turn, 1), [alpha]))
+    again = Speaker(attempt(speaker, 2), step=1)
+    again.resume()
+    assert [(j.seq, j.text) for j in sent_jobs(rt)] == [(piece.seq, alpha)]
+    again.on_text("Beta one is here. Beta two is there. ")
+    again.finish("")
+    assert again.said("Beta one is here. Beta two is there.") == f"{alpha} Beta two is there."
+    assert [j.text for j in sent_jobs(rt)] == [alpha, "Beta two is there."]
+
+
+def test_a_first_attempt_and_a_text_turn_keep_no_earlier_words(rt):
+    speaker = new_speaker(rt)
+    turn = speaker.stage.turn_id
+    completion.allocate(rt, turn, "1:0", 1, said=(rt.keys.said(turn, 1), ["Alpha one is here."]))
+    speaker.resume()  # attempt 1: there is no earlier attempt to ask about
+    assert speaker.sentences == [] and speaker.said("Beta.") == "Beta."
+
+
+def test_a_superseded_attempt_can_neither_record_nor_send_a_piece(rt):
+    """Its lease lost, a zombie attempt stops at its next piece: nothing recorded or sent."""
+    speaker = new_speaker(rt)
+    stage = speaker.stage
+    old = Stage(rt, stage.spec, "agent", 1, task_id=f"{stage.turn_id}.agent.1")
+    rt.redis.set(rt.keys.deliveries(old.task_id), 2)  # attempt 2 began
+    zombie = Speaker(old, step=1)
+    with pytest.raises(Fenced):
+        zombie.on_text(ALPHA)
+    assert sent_jobs(rt) == [] and rt.redis.llen(rt.keys.said(stage.turn_id, 1)) == 0
 
 
 def test_a_stored_answer_is_spoken_again_in_its_pieces_only_where_unsent(rt):
@@ -112,10 +210,11 @@ def test_a_stored_answer_is_spoken_again_in_its_pieces_only_where_unsent(rt):
     speaker.finish("")
     sent = sent_jobs(rt)
     replay = Speaker(speaker.stage, step=1)
-    replay.resend(speaker.sentences, [list(p) for p in speaker.pieces])  # as stored, in JSON
+    replay.resend(speaker.sentences)
     assert sent_jobs(rt) == sent  # all were sent: nothing again
+    assert replay.pieces == speaker.pieces  # in the extents they were named with
     rt.redis.hdel(rt.keys.turn(speaker.stage.turn_id), f"sent:{sent[-1].seq}")
-    Speaker(speaker.stage, step=1).resend(speaker.sentences, speaker.pieces)
+    Speaker(speaker.stage, step=1).resend(speaker.sentences)
     again = sent_jobs(rt)
     assert len(again) == len(sent) + 1 and again[-1].text == sent[-1].text
     assert again[-1].seq == sent[-1].seq  # the same job: its receiver runs it once
@@ -146,6 +245,6 @@ def test_a_turn_that_is_not_spoken_sends_no_piece_live_or_replayed(rt):
     speaker.on_text(FIRST + "".join(LATER))
     speaker.finish("")
     assert speaker.sentences and speaker.pieces == [] and sent_jobs(rt) == []
-    Speaker(speaker.stage, step=1).resend(speaker.sentences, None)  # a step run again
+    Speaker(speaker.stage, step=1).resend(speaker.sentences)  # a step run again
     assert sent_jobs(rt) == []
     assert rt.redis.hget(rt.keys.turn(speaker.stage.turn_id), "tts_sent") is None

@@ -48,13 +48,17 @@ class AgentStep(_Job):
 
 
 class ToolCallJob(_Job):
-    """One tool call of one LLM answer."""
+    """One tool call of one LLM answer (v2: the calls join without Celery's chord)."""
 
+    v: Literal[2] = 2  # type: ignore[assignment]
     step: int = Field(ge=1)
     call_id: str = Field(min_length=1, max_length=256)
     name: str = Field(max_length=256)
     arguments: str = Field(max_length=200_000)
     """The raw JSON text the model produced: validated by the tool, not here."""
+    calls: int = Field(ge=1, le=1000)
+    """How many calls of the answer run (this one included): the join waits for that many
+    outcomes before the next step is sent."""
     session_id: str = ""
     device: str | None = None
 

@@ -1,5 +1,5 @@
 """One step of the agent loop: call the model with the whole history, then either fan the tool
-calls out as a chord (whose callback is the next step) or speak the final reply.
+calls out (the last of them to store its outcome sends the next step) or speak the final reply.
 
 Every write of a step happens once, atomically (``Stage.once``), and every send is idempotent
 (the job's own task id), so a step delivered again after its worker died finishes what the
@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
-from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, TOOLS_RUN
+from voxqueue.celery_config import AGENT_RESUME, TOOLS_RUN
 from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
 from voxqueue.otel import span
 from voxqueue.settings import MissingKeyError
@@ -59,7 +60,9 @@ def run_step(stage: Stage, job: AgentStep, opened: Opened) -> None:
 
 def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer | None:
     """The model's answer for this step: stored once, so a redelivered step reuses it and
-    speaks the sentences it had cut, not a new cut of the whole text."""
+    speaks the sentences it had cut, not a new cut of the whole text. A step that died before
+    storing it asks the model again, and keeps what it had spoken as its answer's start
+    (``Speaker.resume``): the reply recorded is the reply heard, however the model words it."""
     rt, spec = stage.rt, stage.spec
     turn_key = rt.keys.turn(spec.turn_id)
     field = f"answer:{step}"
@@ -67,6 +70,7 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
         return _replay(stage, step, json.loads(opened.saved_answer))
     speaker = Speaker(stage, step)
     try:
+        speaker.resume()
         model = rt.chat_model
         started = time.perf_counter()
         prepared = measure_context(stage, history, opened.messages)
@@ -75,9 +79,26 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
             answer = model.complete(messages, rt.tools.schemas(), deadline=spec.deadline,
                                     on_text=speaker.on_text)
         if not (answer.tool_calls and step >= rt.settings.max_steps):
-            speaker.finish(answer.text)
+            speaker.cut_rest(answer.text)  # sent once the answer is stored (below)
         else:
             speaker.flush()
+        text = speaker.said(answer.text)
+        record = {"text": text, "calls": [c.as_dict() for c in answer.tool_calls],
+                  "sentences": speaker.sentences}
+        stage.crash_point("agent.before-answer")
+        answered = stage.once_with_event(field, "llm-end", {
+            "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
+            "ttfb_ms": answer.ttfb_ms, "text": text, "usage": answer.usage,
+            "finish_reason": answer.finish_reason, "spoken_before": speaker.spoken_before,
+            "tool_calls": [c.as_dict() for c in answer.tool_calls]},
+        ).call("HSET", turn_key, field, json.dumps(record))
+        stored = record_step_in(answered, rt.keys, spec, step, tokens=prepared.tokens,
+                                limit=prepared.limit, messages=len(messages),
+                                ttl_s=rt.settings.session_ttl_s).run()
+        if stored is None:  # another delivery of this step stored its answer first: use that
+            return _replay(stage, step, json.loads(rt.redis.hget(turn_key, field) or b"{}"))
+        stage.crash_point("agent.after-answer")
+        speaker.flush()  # the sentences not sent yet: a step run again now replays them
     except StreamStopped:
         return None
     except MissingKeyError as exc:
@@ -88,58 +109,41 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
         return None
     finally:
         speaker.close()
-    record = {"text": answer.text, "calls": [c.as_dict() for c in answer.tool_calls],
-              "sentences": speaker.sentences, "pieces": speaker.pieces}
-    answered = stage.once_with_event(field, "llm-end", {
-        "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
-        "ttfb_ms": answer.ttfb_ms, "text": answer.text, "usage": answer.usage,
-        "finish_reason": answer.finish_reason,
-        "tool_calls": [c.as_dict() for c in answer.tool_calls]},
-    ).call("HSET", turn_key, field, json.dumps(record))
-    stored = record_step_in(answered, rt.keys, spec, step, tokens=prepared.tokens,
-                            limit=prepared.limit, messages=len(messages),
-                            ttl_s=rt.settings.session_ttl_s).run()
-    if stored is None:  # another delivery of this step stored its answer first: use that one
-        return _replay(stage, step, json.loads(rt.redis.hget(turn_key, field) or b"{}"))
-    stage.crash_point("agent.after-answer")
-    return answer
+    return replace(answer, text=text)
 
 
 def _replay(stage: Stage, step: int, record: dict[str, Any]) -> Answer:
     """A stored answer; its sentences are sent again only where no earlier attempt sent them."""
-    Speaker(stage, step).resend(record.get("sentences", []), record.get("pieces"))
+    Speaker(stage, step).resend(record.get("sentences", []))
     return Answer(text=record.get("text", ""),
                   tool_calls=[ToolCallRequest(**c) for c in record.get("calls", [])])
 
 
 def _give_up(stage: Stage, code: ErrorCode, message: str, say: str | None = None) -> None:
     """End the turn with an error (spoken); the session is free for its next turn at once."""
-    stage.rt.store.release_session(stage.spec.session_id, stage.spec.turn_id)
+    stage.rt.store.release_session(stage.spec.session_id, stage.spec.turn_id, stage.fence)
     ending.fail(stage, code, message, say=say)
 
 
 def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> None:
-    """Run the calls in parallel on the ``tools`` queue; the chord's callback is the next step.
+    """Run the calls in parallel on the ``tools`` queue; the one that completes their join
+    sends the next step (``workers/tools/join.py``).
 
-    Every id is the turn's own (group, calls, callback), so a chord dispatched again by a step
-    that died after dispatching it is the same chord: Celery counts each call once and sends
-    the callback once.
+    Every id is the turn's own (calls, next step), so calls sent again by a step that died
+    after sending them are the same jobs: each runs once, and the next step is sent once.
     """
     spec = stage.spec
-    if handoff.sent_before(stage, f"sent:tools-{step}"):
-        return
     now = time.time()
     run, _refused = cap_calls(calls, stage.rt.settings.max_tool_calls_per_answer)
     jobs = [ToolCallJob(turn_id=spec.turn_id, step=step, call_id=c.id, name=c.name,
-                        arguments=c.arguments, session_id=spec.session_id, device=spec.device,
-                        enqueued_at=now) for c in run]  # the rest are answered by resume
-    resume = AgentStep(turn_id=spec.turn_id, step=step + 1, enqueued_at=now)
-    # Tool tasks return their errors as data; only a broken tools service fails the chord.
-    handoff.fan_out(stage.rt, TOOLS_RUN, jobs, group_id=f"{spec.turn_id}.tools.{step}",
-                    then=(AGENT_RESUME, resume, f"[tool results] {resume.describe()}"),
-                    on_error=AGENT_CHORD_FAILED)
-    stage.crash_point("agent.after-send")
-    handoff.mark_sent(stage, f"sent:tools-{step}")
+                        arguments=c.arguments, calls=len(run), session_id=spec.session_id,
+                        device=spec.device, enqueued_at=now)
+            for c in run]  # the rest are answered by resume
+    if not jobs:  # every call refused: the next step answers them all
+        handoff.send_once(stage, AgentStep(turn_id=spec.turn_id, step=step + 1,
+                                           enqueued_at=now), AGENT_RESUME)
+        return
+    handoff.fan_out(stage, TOOLS_RUN, jobs, f"sent:tools-{step}")
 
 
 def _final_reply(stage: Stage, step: int, text: str, history: History) -> None:
@@ -147,11 +151,11 @@ def _final_reply(stage: Stage, step: int, text: str, history: History) -> None:
     rt, spec = stage.rt, stage.spec
     once = stage.once_with_event("final", "reply", {"text": text, "step": step})
     history.extend_in(once, [msg.assistant(text)]).run()
-    stage.crash_point("agent.after-history")
-    rt.store.release_session(spec.session_id, spec.turn_id)
+    stage.crash_point("agent.after-reply")
+    rt.store.release_session(spec.session_id, spec.turn_id, stage.fence)
     if not spec.speak:
         stage.finish("ok")
         return
-    completion.close(rt, spec)  # the sentences were sent while the answer streamed
-    stage.crash_point("agent.after-send")
+    completion.close(rt, spec)  # the sentences were sent with the answer (``_answer``)
+    stage.crash_point("agent.after-close")
 

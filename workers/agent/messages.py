@@ -64,14 +64,27 @@ def for_model(messages: list[Message]) -> list[Message]:
             for m in messages]
 
 
-def unanswered_calls(messages: list[Message]) -> list[str]:
-    """Ids of the last assistant message's tool calls that no tool message answers (a turn
-    that ended, by cancel or deadline, between asking for tools and getting their results).
-    OpenAI refuses every later request of the session until they are answered."""
-    for i in range(len(messages) - 1, -1, -1):
-        m = messages[i]
+#: What a call left unanswered is told when the history is repaired.
+ENDED_BEFORE_RESULT = ("the turn was interrupted before this call finished; it may or may not "
+                       "have been done")
+
+
+def repaired(messages: list[Message]) -> list[Message]:
+    """The history with every tool call answered right after the message that made it, as
+    OpenAI requires anywhere in the list: each call's first answer found anywhere is moved
+    there, a call with none gets an error, and a tool message answering no call is dropped.
+    A valid history comes back unchanged (equal)."""
+    answers: dict[str, Message] = {}
+    for m in messages:
+        if m.get("role") == "tool":
+            answers.setdefault(str(m.get("tool_call_id")), m)
+    out: list[Message] = []
+    for m in messages:
+        if m.get("role") == "tool":
+            continue  # placed with its call below (or dropped: no call asked for it)
+        out.append(m)
         if m.get("role") == "assistant":
-            asked = [c["id"] for c in m.get("tool_calls") or []]
-            answered = {t.get("tool_call_id") for t in messages[i + 1:] if t.get("role") == "tool"}
-            return [c for c in asked if c not in answered]
-    return []
+            for call in m.get("tool_calls") or []:
+                out.append(answers.pop(call["id"]) if call["id"] in answers
+                           else tool_error(call["id"], ENDED_BEFORE_RESULT))
+    return out

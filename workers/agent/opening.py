@@ -98,13 +98,10 @@ def open_turn(stage: Stage, job: AgentStep) -> Opened | None:
         return None
     drained: list[list[bytes]] = rest[:len(alert_keys)]
     saved, said = rest[len(alert_keys)], rest[len(alert_keys) + 1]
-    earlier = [json.loads(item) for item in raw_history]
+    earlier = _valid(history, [json.loads(item) for item in raw_history], stage)
     opening: list[msg.Message] = []
     if not earlier:
         opening.append(msg.system(rt.settings.system_prompt))
-    last_answer = earlier[-(rt.settings.max_tool_calls_per_answer + 1):]
-    opening += [msg.tool_error(call_id, "the previous turn ended before this call finished")
-                for call_id in msg.unanswered_calls(last_answer)]
     alerts = [raw.decode() for found in drained for raw in found]
     # Alerts are data (a user-role message, framed and capped) and taint the turn.
     opening += alert_messages(alerts, rt.settings.alert_max_chars,
@@ -124,3 +121,18 @@ def open_turn(stage: Stage, job: AgentStep) -> Opened | None:
     opened = open_step(stage, job, history.extend_in(once, opening), earlier, opening, saved)
     stage.crash_point("agent.after-open")
     return opened
+
+
+def _valid(history: History, earlier: list[msg.Message], stage: Stage) -> list[msg.Message]:
+    """The session's history, repaired first where a turn that ended left it invalid (a call
+    unanswered, anywhere in the list): OpenAI would refuse every later request of the session.
+    This turn holds the session, and an ended turn writes no more history, so nothing else
+    writes it meanwhile (a changed length leaves it for the next turn)."""
+    fixed = msg.repaired(earlier)
+    if fixed == earlier:
+        return earlier
+    if not history.replace(fixed, expect_len=len(earlier)):
+        stage.log.warning("history changed while repaired; left for the next turn")
+        return earlier
+    stage.log.warning("history repaired", messages=len(earlier), now=len(fixed))
+    return fixed

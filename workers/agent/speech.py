@@ -8,7 +8,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 from voxqueue.contracts import TtsJob
 from voxqueue.sentences import SentenceSplitter
@@ -42,8 +41,10 @@ class Speaker:
     length at a quick speaking rate, since it was sent): a piece goes out when that runs low
     (checked at each token, and by a timer when the model is slow to send one), when it
     reaches ``MAX_PIECE_CHARS``, or when the reply ends. A piece is named by its step and first
-    sentence, and the first attempt to name it fixes how many sentences it holds, so a step run
-    again (its answer stored, or streamed again) sends the same pieces.
+    sentence, and the first attempt to name it fixes how many sentences it holds and records
+    their words (``Keys.said``) before its job is sent, so a step run again sends the same
+    pieces: its answer stored, the stored sentences; streamed again, the sentences an earlier
+    attempt spoke start its answer (``resume``), whatever the model words differently now.
 
     Tokens that each wait for the network wake the worker once each. Once a piece is out and the
     listener has audio in hand for a while, a token that had to be waited for is followed by a
@@ -70,6 +71,9 @@ class Speaker:
         self.pieces: list[tuple[int, int]] = []
         """Each piece sent: its first sentence and how many sentences it holds."""
         self.previous: str | None = None
+        self.spoken_before = 0
+        """How many sentences an earlier attempt of the step had put in pieces (``resume``)."""
+        self._skip = 0  # sentences of the model's new answer still to drop for them
         self.streamed = False
         self.gather = settings.gather_sentences and settings.speak_while_thinking
         self._next = 0  # the first sentence in no piece yet
@@ -109,14 +113,47 @@ class Speaker:
         if pause := self._arrival.pause(waited, self.clock(), slack):
             self.sleep(pause)
 
+    def resume(self) -> None:
+        """Start with what an earlier attempt of this step put in pieces: its sentences, as
+        recorded, begin this attempt's answer, the model's first as many sentences are dropped,
+        and the pieces it had not sent yet are sent now. A first delivery has no earlier
+        attempt: it is not asked (no round trip)."""
+        stage = self.stage
+        if stage.attempt <= 1 or not stage.spec.speak:
+            return
+        rt = stage.rt
+        said = [s.decode() if isinstance(s, bytes) else str(s) for s in rt.redis.lrange(
+            rt.keys.said(stage.turn_id, self.step), 0, -1)]
+        if not said:
+            return
+        with self._lock:
+            self.sentences = said
+            self.spoken_before = self._skip = len(said)
+        self._hand_off(final=True)
+        # Spoken long ago, as far as the listener is concerned: what comes next goes at once.
+        self._first_sent_at, self._speech_s = None, 0.0
+
+    def said(self, text: str) -> str:
+        """The answer's text: the model's ``text``, or, after ``resume`` found sentences spoken
+        before, this answer's sentences (those, then the model's text after as many of its own),
+        so that the reply recorded is the reply heard."""
+        return " ".join(self.sentences) if self.spoken_before else text
+
     def finish(self, full_text: str) -> None:
         """The step's answer is complete: send what is left (all of it, if nothing streamed)."""
+        self.cut_rest(full_text)
+        self._hand_off(final=True)
+
+    def cut_rest(self, full_text: str) -> None:
+        """The step's answer is complete: cut what is left (all of it, if nothing streamed) and
+        send nothing yet (``flush`` sends it, once the answer is stored)."""
+        with self._lock:
+            self._cancel_timer()
         if not self.streamed and full_text:
             self._add(self._cut(full_text))
         if self.markdown is not None:
             self._add(self.splitter.feed(self.markdown.flush()))
         self._add(self.splitter.flush())
-        self._hand_off(final=True)
 
     def flush(self) -> None:
         """Send the sentences cut so far (the answer ends without its last words spoken)."""
@@ -129,25 +166,25 @@ class Speaker:
             self._closed = True
             self._cancel_timer()
 
-    def resend(self, sentences: list[str], pieces: list[Any] | None = None) -> None:
-        """The pieces of a stored answer: each is sent unless an earlier attempt sent it.
-        ``pieces`` None (an answer stored one sentence per piece): each sentence alone."""
-        self.sentences = list(sentences)
-        if not self.stage.spec.speak:
-            return
-        if pieces is None:
-            pieces = [(i, 1) for i in range(len(sentences))]
-        for start, count in pieces:
-            with self._lock:
-                self._next = int(start)
-                self._send_piece(int(count), final=True)
+    def resend(self, sentences: list[str]) -> None:
+        """The pieces of a stored answer: each is sent unless an earlier attempt sent it (in
+        the extent it was named with; those never named, gathered now)."""
+        with self._lock:
+            self.sentences = list(sentences)
+        self._hand_off(final=True)
 
     def _cut(self, text: str) -> list[str]:
         return self.splitter.feed(self.markdown.feed(text) if self.markdown else text)
 
     def _add(self, sentences: list[str]) -> None:
         with self._lock:
-            self.sentences.extend(s for s in sentences if s.strip())
+            for sentence in sentences:
+                if not sentence.strip():
+                    continue
+                if self._skip:  # in its place, the one an earlier attempt spoke
+                    self._skip -= 1
+                    continue
+                self.sentences.append(sentence)
 
     def _in_hand(self) -> float:
         """What the listener has yet to hear, at least (0 before the first piece)."""
@@ -200,9 +237,13 @@ class Speaker:
     def _send_piece(self, count: int, *, final: bool) -> bool:
         """Send the next ``count`` sentences as one TTS job, or as many as an earlier attempt put
         in the piece that starts there; False when that is more than are cut yet."""
-        stage = self.stage
+        stage, rt = self.stage, self.stage.rt
         start = self._next
-        piece = completion.allocate(stage.rt, stage.turn_id, f"{self.step}:{start}", count)
+        # Named and its words recorded in one step, before its job can be sent: a crash leaves
+        # no sentence sent and unrecorded; a later attempt speaks on from these words.
+        piece = completion.allocate(
+            rt, stage.turn_id, f"{self.step}:{start}", count, fence=stage.fence,
+            said=(rt.keys.said(stage.turn_id, self.step), self.sentences[start:start + count]))
         count = piece.sentences
         if count > len(self.sentences) - start:
             if not final:

@@ -1,5 +1,4 @@
-"""The agent tasks: a step, the chord callback that resumes the loop after tools, and the
-chord's error callback."""
+"""The agent tasks: a step, and the step that resumes the loop once the tools joined."""
 
 from __future__ import annotations
 
@@ -8,13 +7,14 @@ from typing import Any
 
 from celery import Task
 
-from voxqueue.celery_config import AGENT_CHORD_FAILED, AGENT_RESUME, AGENT_STEP, TIME_LIMITS
-from voxqueue.contracts import AgentStep, ErrorCode, ToolOutcome
+from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TIME_LIMITS
+from voxqueue.contracts import AgentStep, ErrorCode
 from workers.agent import messages as msg
 from workers.agent.loop import run_step
 from workers.agent.opening import history_of, open_step, open_turn
 from workers.app import app
 from workers.runtime import ending
+from workers.runtime.join import read_outcomes
 from workers.runtime.stage import begin
 from workers.runtime.trust import step_problem
 from workers.toolkit.policy import capped_message
@@ -42,9 +42,11 @@ def step(self: Task, job: dict[str, Any]) -> None:
 
 
 @app.task(name=AGENT_RESUME, bind=True, **_LIMITS)
-def resume(self: Task, outcomes: list[dict[str, Any]], job: dict[str, Any]) -> None:
-    """The chord's callback: append the tool results, in call order, and take the next step."""
-    ajob = AgentStep.model_validate(job)
+def resume(self: Task, *args: Any) -> None:
+    """The step after tools (sent by the call that completed their join): append the stored
+    tool results, in call order, and take the next step. Its one argument is the job (a
+    message of an older version, a chord's callback, put the members' results before it)."""
+    ajob = AgentStep.model_validate(args[-1])
     stage = begin(self, ajob, "agent")
     if stage is None:
         return
@@ -62,32 +64,20 @@ def resume(self: Task, outcomes: list[dict[str, Any]], job: dict[str, Any]) -> N
             ending.fail(stage, ErrorCode.INVALID_INPUT, f"agent step refused: {problem}",
                         apologize=False)
             return
-        ran = {r.call_id: r for r in (ToolOutcome.model_validate(o) for o in outcomes)}
+        calls = [c["id"] for c in json.loads(previous or b"{}").get("calls", [])]
         limit = rt.settings.max_tool_calls_per_answer
+        ran = read_outcomes(rt, ajob.turn_id, calls[:limit])
         # Every call of the answer is answered, in call order (OpenAI refuses a history with
         # one left open): past the cap, with an error the model can act on.
-        messages = [msg.from_outcome(ran[c["id"]]) if c["id"] in ran
-                    else msg.tool_error(c["id"], capped_message(limit))
-                    for c in json.loads(previous or b"{}").get("calls", [])]
-        # The chord's wait is the tools' run (their own spans), not a queue wait.
+        messages = [msg.from_outcome(ran[c]) if c in ran
+                    else msg.tool_error(c, capped_message(limit) if i >= limit
+                                        else "Error: this call's outcome was not recorded.")
+                    for i, c in enumerate(calls)]
+        # The join's wait is the tools' run (their own spans), not a queue wait.
         ready_at = max((r.started_at + r.ms / 1000 for r in ran.values()), default=None)
         opened = open_step(stage, ajob, history.extend_in(stage.once(f"tools-{ajob.step - 1}"),
                                                           messages),
                            [json.loads(m) for m in raw_history], messages, saved, ready_at)
         stage.crash_point("agent.after-results")
         run_step(stage, ajob, opened=opened)
-        stage.complete()
-
-
-@app.task(name=AGENT_CHORD_FAILED, bind=True, **_LIMITS)
-def chord_failed(self: Task, job: dict[str, Any]) -> None:
-    """A tool task failed outright (the tools service, not a tool): end the turn, spoken."""
-    ajob = AgentStep.model_validate(job)
-    stage = begin(self, ajob, "agent")
-    if stage is None:
-        return
-    with ending.guard(stage):
-        stage.rt.store.release_session(stage.spec.session_id, stage.turn_id)
-        ending.fail(stage, ErrorCode.INTERNAL,
-                    "the tools service failed while running this answer's tool calls")
         stage.complete()

@@ -1,26 +1,36 @@
 """The housekeeping loop: fires due timers and ends overdue turns, without a task per second.
 
-A thread of each process that consumes the ``monitor`` queue sleeps on Redis (``BLPOP`` of a
-wake list) until the soonest of the next timer's due time, the nearest turn deadline and
-``MAX_WAIT_S``; adding a timer, or a turn due within ``MAX_WAIT_S``, pushes onto the wake list,
-so one set while the loop sleeps is still handled on time. Nothing here is a Celery task: it
-sends no message, no task event, and Flower's task list holds only the turns and the monitors a
-user scheduled.
+Every worker process, whatever queues it consumes, runs the loop in a thread; one at a time
+does the work, holding a turn in Redis (as the broker's sweeper does,
+:func:`voxqueue.broker_sweeps.hold_sweep_turn_in`), so any worker layout fires timers and ends
+overdue turns. The holder sleeps on Redis (``BLPOP`` of a wake list) until the soonest of the
+next timer's due time, the nearest turn deadline and ``MAX_WAIT_S``, and renews its turn each
+round; adding a timer, or a turn due within ``MAX_WAIT_S``, pushes onto the wake list, so one
+set while the loop sleeps is still handled on time. The others wait on a hand-off list, trying
+for the turn every ``MAX_WAIT_S``: a holder that stops cleanly hands it over at once, one that
+dies loses it ``MAX_WAIT_S + HOLD_MARGIN_S`` after its last round. Nothing here is a Celery
+task: it sends no message, no task event, and Flower's task list holds only the turns and the
+monitors a user scheduled.
 
-Several monitor processes may run the loop at once: a timer is claimed once (one script), a
-turn ends once. A Redis outage pauses the loop; it catches up when Redis is back.
+The turn saves work, it is not needed for correctness: two loops at once (a round longer than
+the margin) claim each timer once (one script) and end a turn once. A Redis outage pauses the
+loop; it catches up when Redis is back.
 """
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import structlog
 from celery.signals import worker_ready, worker_shutdown
 
+from voxqueue.broker_sweeps import hold_sweep_turn_in, release_sweep_turn
 from voxqueue.turns import HOUSEKEEPING_SLEEP_S, TurnStore
 from workers.housekeeping.sweep import end_overdue
 from workers.housekeeping.timers import fire_due
@@ -39,6 +49,9 @@ MAX_WAIT_S = HOUSEKEEPING_SLEEP_S
 MIN_WAIT_S = 0.01
 #: Pause after a failed round (Redis away).
 RETRY_S = 1.0
+#: The turn outlasts the holder's longest sleep by this (a round's own time).
+HOLD_MARGIN_S = 1.5
+
 
 
 class Housekeeper:
@@ -49,6 +62,10 @@ class Housekeeper:
         self.r, self.keys = store.r, store.keys
         self.timers = TimerStore(store.r, store.keys)
         self.max_wait_s = max_wait_s
+        self.holder = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.turn = store.keys.housekeeping_turn()  # (one per key prefix)
+        self.holds = False
+        """Whether this loop held the turn at its last try."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="voxqueue-housekeeping",
                                         daemon=True)
@@ -57,7 +74,23 @@ class Housekeeper:
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop, handing the turn to a waiting process at once if this one holds it."""
         self._stop.set()
+        self.holds = False
+        try:
+            if release_sweep_turn(self.r, self.turn, self.holder):
+                pipe = self.r.pipeline(transaction=False)
+                pipe.lpush(self.keys.housekeeping_handoff(), b"1")
+                pipe.ltrim(self.keys.housekeeping_handoff(), 0, 0)
+                pipe.execute()
+        except Exception as exc:  # Redis away: the turn lapses by itself
+            log.warning("housekeeping turn not handed over", error=str(exc))
+
+    def hold_turn(self) -> bool:
+        """Take the turn if free, renew it if this loop's; whether it holds it."""
+        self.holds = bool(hold_sweep_turn_in(self.r, self.turn, self.holder,
+                                             self.max_wait_s + HOLD_MARGIN_S))
+        return self.holds
 
     def round(self) -> float:
         """Fire what is due, end what is overdue; returns how long to sleep until the next."""
@@ -86,6 +119,9 @@ class Housekeeper:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
+                if not self.hold_turn():
+                    self.r.blpop([self.keys.housekeeping_handoff()], timeout=self.max_wait_s)
+                    continue
                 wait = self.round()
                 if wait >= MIN_WAIT_S:
                     # Returns early when a timer is added (``TimerStore.new`` pushes a wake).
@@ -96,18 +132,17 @@ class Housekeeper:
 
 
 def install(app: Celery, runtime: Callable[[], Runtime]) -> None:
-    """Run the loop in every worker process that consumes the ``monitor`` queue, from the
-    moment it is ready until it shuts down."""
+    """Run the loop in every worker process (one at a time does the work, see the module's
+    doc), from the moment it is ready until it shuts down."""
     running: list[Housekeeper] = []
 
     def start(**_: Any) -> None:
-        if "monitor" not in (app.amqp.queues.consume_from or ()):
-            return
         rt = runtime()
         keeper = Housekeeper(rt.store)
         keeper.start()
         running.append(keeper)
-        log.info("housekeeping loop started", max_wait_s=keeper.max_wait_s)
+        log.info("housekeeping loop started", max_wait_s=keeper.max_wait_s,
+                 turn=keeper.turn, holder=keeper.holder)
 
     def stop(**_: Any) -> None:
         while running:

@@ -10,10 +10,11 @@ Each step is idempotent, so an attempt that died half way is completed by the ne
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from voxqueue.contracts import TurnEvent, TurnSpec
-from voxqueue.effects import Fence
+from voxqueue.effects import Fence, Fenced
 from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.resources import Runtime
 
@@ -28,10 +29,14 @@ class Allocated(NamedTuple):
     sentences: int
 
 
-# KEYS: turn hash, marker key. ARGV: ttl, how many sentences the piece holds.
+# KEYS: turn hash, marker key, the step's list of sentences said ('' if none), the writer's
+# fence ('' if none). ARGV: ttl, how many sentences the piece holds, the fence's attempt, then
+# the piece's sentences (pushed onto the list when the piece is new).
 # Returns {seq, 1 if newly allocated else 0, 1 if its TTS job was sent else 0, how many
-# sentences the piece holds (as first allocated: 1 for a marker written before pieces had more)}.
+# sentences the piece holds (as first allocated: 1 for a marker written before pieces had more)},
+# or {-1, 0, 0, 0} and writes nothing when the fence holds another attempt.
 _ALLOCATE = """
+if KEYS[4] ~= '' and redis.call('get', KEYS[4]) ~= ARGV[3] then return {-1, 0, 0, 0} end
 local v = redis.call('get', KEYS[2])
 if v then
   local seq, n = string.match(v, '^(%d+):?(%d*)$')
@@ -39,6 +44,10 @@ if v then
 end
 local seq = redis.call('hincrby', KEYS[1], 'tts_sent', 1) - 1
 redis.call('set', KEYS[2], seq .. ':' .. ARGV[2], 'EX', ARGV[1])
+if KEYS[3] ~= '' and #ARGV > 3 then
+  redis.call('rpush', KEYS[3], unpack(ARGV, 4))
+  redis.call('expire', KEYS[3], ARGV[1])
+end
 return {seq, 1, 0, tonumber(ARGV[2])}
 """
 
@@ -71,16 +80,26 @@ return {tonumber(total or -1), redis.call('scard', KEYS[2]),
 """
 
 
-def allocate(rt: Runtime, turn_id: str, name: str, sentences: int = 1) -> Allocated:
+def allocate(rt: Runtime, turn_id: str, name: str, sentences: int = 1, *,
+             said: tuple[str, Sequence[str]] | None = None,
+             fence: Fence | None = None) -> Allocated:
     """The sequence number of piece ``name`` (e.g. ``"2:0"``: step 2, from its first sentence),
     whether it was new, whether its TTS job was already sent, and how many sentences it holds.
 
     The same name always gets the same number and the same extent (the first caller's
     ``sentences``), so a redelivered step neither speaks twice nor cuts its pieces otherwise.
+    ``said``: a list key and the piece's sentences, pushed onto it in the same step when the
+    piece is new, so that no sentence is sent before it is recorded. With a ``fence``, raises
+    ``Fenced`` (nothing written) when a newer attempt of the writing job has taken over.
     """
-    keys = [rt.keys.turn(turn_id), rt.keys.marker(turn_id, f"seq:{name}")]
+    key, texts = said if said is not None else ("", ())
+    keys = [rt.keys.turn(turn_id), rt.keys.marker(turn_id, f"seq:{name}"), key,
+            fence.key if fence else ""]
     seq, new, sent, extent = rt.script(_ALLOCATE)(
-        keys=keys, args=[rt.settings.turn_ttl_s, sentences])
+        keys=keys, args=[rt.settings.turn_ttl_s, sentences, fence.attempt if fence else 0,
+                         *texts])
+    if int(seq) == -1:
+        raise Fenced(f"turn {turn_id}: a newer attempt owns the piece {name}")
     return Allocated(int(seq), bool(new), bool(sent), int(extent))
 
 

@@ -16,16 +16,23 @@ import os
 import signal
 import time
 
+import structlog
+
 from voxqueue.contracts import TurnSpec
+from voxqueue.settings import Settings
 from workers.runtime.resources import Runtime
+
+log = structlog.get_logger("voxqueue.crash")
 
 #: Every crash point, by stage; a name not listed here is a bug (tests enumerate these).
 POINTS: dict[str, tuple[str, ...]] = {
     "stt": ("stt.after-claim", "stt.after-transcript", "stt.after-send"),
     "agent": ("agent.after-claim", "agent.after-open", "agent.mid-stream",
-              "agent.after-answer", "agent.after-history", "agent.after-send",
-              "agent.after-results"),
-    "tools": ("tools.after-claim", "tools.after-run", "tools.after-record"),
+              "agent.before-answer", "agent.after-answer", "agent.after-history",
+              "agent.after-send", "agent.after-results", "agent.after-reply",
+              "agent.after-close"),
+    "tools": ("tools.after-claim", "tools.after-effect-claim", "tools.after-run",
+              "tools.after-record", "tools.after-join"),
     "tts": ("tts.after-claim", "tts.mid-stream", "tts.after-stream", "tts.after-done"),
 }
 ALL_POINTS = frozenset(p for points in POINTS.values() for p in points)
@@ -50,3 +57,14 @@ def crash_point(rt: Runtime, name: str, spec: TurnSpec) -> None:
     rt.redis.set(rt.keys.crash_fired(spec.turn_id), json.dumps(
         {"point": name, "ts": time.time(), "pid": os.getpid()}), ex=rt.settings.turn_ttl_s)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+def warn_if_armed(settings: Settings) -> bool:
+    """Log a loud warning when crash points are armed (a stray ``.env`` can do it): this
+    process will SIGKILL itself at them. Returns whether they are."""
+    if not settings.crash_at:
+        return False
+    log.warning("CRASH POINTS ARMED: this worker SIGKILLs itself at them (tests only); unset "
+                "VOXQUEUE_CRASH_AT (environment or .env) in production",
+                crash_at=settings.crash_at)
+    return True

@@ -40,7 +40,7 @@ def fail(stage: Stage, code: ErrorCode | str, message: str, *, apologize: bool =
     if apologize and stage.spec.speak and stage.remaining() > 1:
         apologize_and_end(stage, code, message, say or APOLOGIES.get(str(code), APOLOGY))
         return
-    store.finish(stage.spec, "error", (code, message))
+    store.finish(stage.spec, "error", (code, message), fence=stage.fence)
 
 
 def apologize_and_end(stage: Stage, code: ErrorCode | str, message: str, text: str) -> None:

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from celery import chord, group
-
 from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TTS_SPEAK
 from voxqueue.contracts.jobs import _Job
 from voxqueue.otel import inject
@@ -47,22 +45,14 @@ def mark_sent(stage: Stage, what: str) -> None:
     rt.redis.set(rt.keys.marker(stage.turn_id, what), b"1", ex=rt.settings.turn_ttl_s)
 
 
-def fan_out(rt: Runtime, task_name: str, jobs: Sequence[_Job], group_id: str,
-            then: tuple[str, _Job, str], on_error: str) -> None:
-    """Run ``jobs`` in parallel as a chord whose callback ``then`` (task, job, what its
-    arguments look like in Flower) gets their results; ``on_error`` gets the job if the chord
-    fails. Every id is fixed by the caller, so the chord sent again is the same chord: Celery
-    counts each member once and sends the callback once."""
-    celery = rt.celery
-    headers = inject()  # the trace context: members and callback are children of the sender
-    members = [celery.signature(task_name, args=[j.model_dump(mode="json")],
-                                options={"argsrepr": j.describe(), "headers": headers,
-                                         "task_id": j.task_id()})
-               for j in jobs]
-    callback_name, callback_job, callback_repr = then
-    callback = celery.signature(callback_name, args=[callback_job.model_dump(mode="json")],
-                                options={"argsrepr": callback_repr, "headers": headers,
-                                         "task_id": callback_job.task_id()})
-    callback.link_error(celery.signature(on_error, args=[callback_job.model_dump(mode="json")],
-                                         immutable=True))
-    chord(group(members, task_id=group_id), callback).apply_async()
+def fan_out(stage: Stage, task_name: str, jobs: Sequence[_Job], what: str) -> None:
+    """Send ``jobs`` to run in parallel, once per stage (``what`` names the fan-out). They
+    join by themselves (``workers/runtime/join.py``): no Celery chord, whose join in the result
+    backend a crash can strand. Every job has its fixed task id, so a fan-out sent again by a
+    stage that died before marking it sent is the same jobs: each runs once."""
+    if sent_before(stage, what):
+        return
+    for job in jobs:
+        send(stage.rt, job, task_name)
+    stage.crash_point(f"{stage.queue}.after-send")
+    mark_sent(stage, what)

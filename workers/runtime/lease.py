@@ -7,7 +7,8 @@ whatever is older than the ``visibility_timeout``. With a short visibility timeo
 a few seconds) that sweep would hand out running tasks too, so each worker process renews what
 it holds: every quarter lease it re-scores its own deliveries (``ZADD unacked_index XX now
 tag``). A worker that dies, in any pool, stops renewing, and its tasks are back in their queue
-one lease later.
+one lease later. Every score, and the sweep's threshold, is Redis's time (``TIME`` inside the
+scripts of :mod:`voxqueue.broker_sweeps`), so hosts' clocks need not agree.
 
 A task past its hard time limit loses its lease as well: the threads pool cannot stop a
 thread, so the task is handed to another worker, and the stuck one is fenced (its writes are
@@ -26,6 +27,8 @@ from typing import Any
 import redis
 import structlog
 from celery.exceptions import SoftTimeLimitExceeded
+
+from voxqueue.broker_sweeps import stamp_leases
 
 log = structlog.get_logger("voxqueue.lease")
 
@@ -114,8 +117,9 @@ class LeaseKeeper:
         tags = [t for t in self.held_tags() if t not in expired]
         if not tags:
             return 0
-        # One command for them all; XX: a delivery acked meanwhile is not put back.
-        self.r.zadd(self._index_key(), dict.fromkeys(tags, time.time()), xx=True)
+        # One script for them all, on Redis's clock (never this host's: see the module's doc);
+        # XX: a delivery acked meanwhile is not put back.
+        stamp_leases(self.r, self._index_key(), tags, renew=True)
         return len(tags)
 
     def _index_key(self) -> str:

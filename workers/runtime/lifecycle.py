@@ -21,8 +21,10 @@ from celery.signals import (
 from voxqueue.redaction import redact_event
 from voxqueue.settings import get_settings
 from workers.runtime import task_spans
+from workers.runtime.crash import warn_if_armed
 from workers.runtime.lease import LeaseKeeper
 from workers.runtime.resources import Runtime
+from workers.runtime.stage import delivery_tag
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -103,8 +105,8 @@ def bind_task(rt: Runtime, task: Any, args: Any) -> None:
     """Every log line of a task carries its turn and queue (session and device once known)."""
     lease = rt.lease
     if lease is not None and task is not None:
-        tag = (task.request.delivery_info or {}).get("delivery_tag")
-        lease.task_started(task.request.id, tag, task.soft_time_limit, task.time_limit)
+        lease.task_started(task.request.id, delivery_tag(task), task.soft_time_limit,
+                           task.time_limit)
     structlog.contextvars.clear_contextvars()
     job = task_spans.job_of(args)
     name = getattr(task, "name", "") or ""
@@ -143,6 +145,7 @@ def install(app: Celery, runtime: Callable[[], Runtime]) -> None:
         if not prefork:
             warm_up(runtime(), queues())
         start_lease(runtime(), sender, enforce_limits=not prefork)
+        warn_if_armed(runtime().settings)
 
     def prerun(task: Any = None, args: Any = None, **_: Any) -> None:
         bind_task(runtime(), task, args)

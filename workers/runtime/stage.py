@@ -17,7 +17,7 @@ from celery import Task
 
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.contracts.jobs import _Job
-from voxqueue.effects import Fence, Once
+from voxqueue.effects import Fence, Fenced, Once, deliver_in
 from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.crash import crash_point
 from workers.runtime.resources import Runtime
@@ -56,17 +56,19 @@ class Stage:
         self.rt.store.emit(self.turn_id, type, data, pcm, fence=self.fence)
 
     def once(self, name: str) -> Once:
-        """Writes made once per turn under ``name``, atomically, and only by the newest attempt
-        (see ``TurnStore.once``)."""
-        return self.rt.store.once(self.turn_id, name, self.fence)
+        """Writes made once per turn under ``name``, atomically, only by the newest attempt
+        (see ``TurnStore.once``), and never after the turn's end (``run`` then returns None, as
+        when already done): a late write of an ended turn (cancelled, overdue) would land among
+        the next turn's messages, or after its ``run-end``."""
+        once = self.rt.store.once(self.turn_id, name, self.fence)
+        once.unless = self.rt.keys.ended(self.turn_id)
+        return once
 
     def once_with_event(self, name: str, type: EventType, data: Mapping[str, Any]) -> Once:
         """``once(name)`` that also appends the event ``type``: add writes with ``.call``, then
         ``.run()``; the event and the writes happen together, once, and never after the turn's
-        end (``run`` then returns None, as when already done)."""
-        once = self.once(name)
-        once.unless = self.rt.keys.ended(self.turn_id)  # run-end stays the last event
-        return self.event_in(once, type, data)
+        end (``run-end`` stays the last event)."""
+        return self.event_in(self.once(name), type, data)
 
     def event_in(self, once: Once, type: EventType, data: Mapping[str, Any]) -> Once:
         """Add the event ``type`` to ``once``'s writes (written with them, or not at all)."""
@@ -79,9 +81,14 @@ class Stage:
         crash_point(self.rt, name, self.spec)
 
     def complete(self) -> None:
-        """This job is done: a copy delivered later (sent twice, or redelivered) is skipped."""
-        self.rt.redis.set(self.rt.keys.job_done(self.task_id), b"1",
-                          ex=self.rt.settings.turn_ttl_s)
+        """This job is done: a copy delivered later (sent twice, or redelivered) is skipped.
+        Only by the job's newest attempt: a zombie's work is not the job's (it stops here)."""
+        try:
+            Once(self.rt.redis, fence=self.fence).call(
+                "SET", self.rt.keys.job_done(self.task_id), b"1", "EX",
+                self.rt.settings.turn_ttl_s).run()
+        except Fenced:
+            self.log.warning("a newer delivery of this job took over; not marked done by this one")
 
     def remaining(self) -> float:
         """Seconds left before the deadline."""
@@ -121,13 +128,28 @@ class Stage:
         return outcome == "emitted"
 
     def finish(self, status: str = "ok", **data: Any) -> None:
-        self.rt.store.finish(self.spec, status, data=data)
+        """End the turn (only as the job's newest attempt: raises ``Fenced`` otherwise)."""
+        self.rt.store.finish(self.spec, status, data=data, fence=self.fence)
 
     def queue_ms(self, job: _Job) -> float:
         """Milliseconds from the job's sending to the task's start (the queue hop)."""
         if not job.enqueued_at:
             return 0.0
         return round(max(0.0, self.started_at - job.enqueued_at) * 1000, 2)
+
+
+def delivery_tag(task: Task) -> str | None:
+    """The broker's tag of the message ``task`` runs from: a redelivery keeps it, a copy sent
+    again gets a new one (None when run without a broker)."""
+    request = task.request
+    tag = (getattr(request, "properties", None) or {}).get("delivery_tag")
+    return str(tag) if tag is not None else None
+
+
+def unacked_key(task: Task) -> str:
+    """kombu's hash of the messages delivered and not yet acknowledged, by tag."""
+    options = task.app.conf.broker_transport_options or {}
+    return f"{options.get('global_keyprefix', '')}{options.get('unacked_key', 'unacked')}"
 
 
 def runtime_of(task: Task) -> Runtime:
@@ -151,17 +173,21 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
     task_id = task.request.id or job.task_id()
     pipe = rt.redis.pipeline(transaction=False)
     pipe.hget(k.turn(job.turn_id), "spec")
-    pipe.incr(k.deliveries(task_id))
-    pipe.expire(k.deliveries(task_id), rt.settings.turn_ttl_s)
+    deliver_in(pipe, deliveries=k.deliveries(task_id), owner=k.job_owner(task_id),
+               unacked=unacked_key(task), tag=delivery_tag(task), ttl_s=rt.settings.turn_ttl_s)
     pipe.exists(k.ended(job.turn_id), k.cancel(job.turn_id))
     pipe.exists(k.job_done(task_id))
     if sentence is not None:
         pipe.sismember(k.tts_done(job.turn_id), str(sentence))
         if sentence > 0:
             rt.store.audio_ahead_in(pipe, job.turn_id, sentence)
-    raw_spec, attempt, _, flags, done, *spoken = pipe.execute()
+    raw_spec, attempt, flags, done, *spoken = pipe.execute()
     if raw_spec is None:
         log.warning("turn not found; dropping task", turn_id=job.turn_id, queue=queue)
+        return None
+    if not attempt:
+        log.info("another copy of this job is running; skipping this one", task_id=task_id,
+                 queue=queue)
         return None
     spec = TurnSpec.model_validate_json(raw_spec)
     stage = Stage(rt, spec, queue, int(attempt), started_at=started,

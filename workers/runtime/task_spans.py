@@ -32,7 +32,7 @@ def role() -> str:
 
 
 def job_of(args: Any) -> dict[str, Any] | None:
-    """The task's job: its last dict argument with a turn id (a chord callback's is second)."""
+    """The task's job: its last dict argument with a turn id (an old chord callback's: second)."""
     return next((a for a in reversed(args or ()) if isinstance(a, dict) and "turn_id" in a), None)
 
 

@@ -27,6 +27,12 @@ class ToolCall:
     """The person's own words this turn (the executor reads them from the turn); None when
     the call is not part of a turn the executor could read."""
 
+    @property
+    def idempotency_key(self) -> str:
+        """The same for every run of this call (``turn:call``), never for another call: a
+        side-effecting tool passes it on (or dedupes on it) to make its effect happen once."""
+        return f"{self.turn_id}:{self.call_id}"
+
 
 _current: ContextVar[ToolCall | None] = ContextVar("voxqueue_tool_call", default=None)
 _runtime: ContextVar[Runtime | None] = ContextVar("voxqueue_tool_runtime", default=None)

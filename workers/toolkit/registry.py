@@ -27,22 +27,27 @@ class ToolOptions:
     examples: tuple[str, ...] = ()
     response: str | None = None
     reads_untrusted: bool = False
+    idempotent: bool = False
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
          timeout_s: float | None = None, side_effects: bool = False,
          examples: Iterable[str] = (), response: str | None = None,
-         reads_untrusted: bool = False) -> Any:
+         reads_untrusted: bool = False, idempotent: bool = False) -> Any:
     """Optional decorator: set a tool's name, timeout, side-effect flag and example sentences.
 
     ``examples`` are hassil sentence templates whose ``{slots}`` are argument names, used by the
     local intent matcher; ``response`` is the template it answers with (``{result}`` and the
     arguments). ``reads_untrusted`` marks a tool whose result carries text others wrote (web
     pages, feeds, remote state): once it returns, the turn is tainted and side effects wait for
-    the person's spoken yes. A plain function is a tool without this decorator.
+    the person's spoken yes. ``idempotent`` marks a side-effecting tool that does its effect
+    at most once per ``current_call().idempotency_key`` (by itself, or through a service that
+    accepts such a key): after a crash it is run again with the same key, so its effect
+    happens once; any other side-effecting tool runs at most once, and the model is told when
+    it may or may not have run. A plain function is a tool without this decorator.
     """
     options = ToolOptions(name, timeout_s, side_effects, tuple(examples), response,
-                          reads_untrusted)
+                          reads_untrusted, idempotent)
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         setattr(f, _OPTIONS, options)
@@ -65,6 +70,8 @@ class Tool:
     response: str | None = None
     reads_untrusted: bool = False
     """Its result carries text others wrote: it taints the turn (see workers.tools.guard)."""
+    idempotent: bool = False
+    """Its effect happens once per call's idempotency key: run again after a crash."""
     schema: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -100,7 +107,7 @@ class Tool:
         return cls(name=name, description=description, fn=fn, args_model=model,
                    timeout_s=options.timeout_s, side_effects=options.side_effects,
                    examples=options.examples, response=options.response,
-                   reads_untrusted=options.reads_untrusted)
+                   reads_untrusted=options.reads_untrusted, idempotent=options.idempotent)
 
 
 class ToolRegistry:

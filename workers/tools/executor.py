@@ -100,6 +100,10 @@ def run_tool_call(registry: ToolRegistry, call: ToolCall, raw_arguments: str, *,
         value = future.result(timeout=limit)
     except FutureTimeout:
         future.cancel()
+        if tool.side_effects:  # it may still complete: inviting a retry could do it twice
+            return outcome(False, f"Error: {call.name} did not finish within {limit:g} s; it "
+                           "may still complete. Do not call it again for this request: tell "
+                           "the person it may or may not have been done.", "timeout", parsed)
         return outcome(False, f"Error: {call.name} did not finish within {limit:g} s and was "
                        "abandoned. Try again later or answer without it.", "timeout", parsed)
     except Exception as exc:  # a tool's own failure is data for the model

@@ -1,0 +1,289 @@
+"""Driving a chaos run: a real system (redis-server, every queue's worker processes started as
+``voxqueue up`` or ``voxqueue worker`` starts them, beat, the surprising fake providers),
+concurrent sessions doing turns, a seeded killer SIGKILLing worker processes at random
+instants, the restarts ``voxqueue up``'s supervisor makes, poison on every queue, and barge-in
+while tools run. :func:`run_chaos` returns the ledger's :class:`Findings`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import SPEECH, System, system_env
+from tests.fakes.chaos_model import ChaosProviders, speech_with_transcript
+from tests.reliability.chaos_ledger import (
+    Findings,
+    TurnRecord,
+    check_effects,
+    check_history,
+    check_turn_ends,
+    read_ledger,
+    recorded_reply,
+    spoken_problems,
+)
+from tests.tool_modules.chaos_tools import LEDGER_ENV
+from voxqueue.audio import read_wav
+from voxqueue.child_process import Proc
+from voxqueue.client import Client
+from voxqueue.settings import QUEUES
+
+#: The environment variable that sets the seed (printed by every run).
+SEED_ENV = "VOXQUEUE_CHAOS_SEED"
+#: ``VOXQUEUE_CHAOS_POISON=0`` leaves the garbage out (to see the other figures while poison
+#: still stops the workers; the test's forms always poison).
+POISON_ENV = "VOXQUEUE_CHAOS_POISON"
+#: Lost turns in a row after which a session stops (the system is down: the rest would be
+#: lost too); the turns it did not run are a finding of their own.
+DOWN_AFTER_LOST = 2
+#: Worker processes per queue of the per-queue layout: ``voxqueue up``'s defaults (agent 2,
+#: tts 3) with tools 2 and tts 2 (two cores run the whole test).
+PER_QUEUE = {"stt": 1, "agent": 2, "tools": 2, "tts": 2, "monitor": 1}
+#: ``voxqueue worker`` with no --queues, on two machines: each process consumes all five.
+DEFAULT_NAME = "-".join(QUEUES)
+PROFILE = {"stt_delay_s": 0.2, "llm_ttft_s": 0.05, "llm_tokens_per_s": 60.0,
+           "tts_ttfb_s": 0.05, "tts_rtf": 1.0}
+POISON = (b"\xffnot json at all", b'{"json": "but no message"}', b"[1, 2, 3]")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run does; everything random in it is drawn from ``seed``."""
+
+    seed: int
+    layout: str  # "per-queue" or "default"
+    sessions: int
+    turns: int  # per session, before the closing clean turn
+    kills: int
+    mean_gap_s: float  # exponential inter-arrival of the kills
+    poison: bool = True
+    audio_share: float = 0.25
+    cancel_share: float = 0.2
+    deadline_s: float = 30.0
+
+
+def poisons(plan: Plan) -> bool:
+    """Whether the run puts garbage on the queues (the plan's, unless the env var says 0)."""
+    return plan.poison and os.environ.get(POISON_ENV, "1") != "0"
+
+
+def chosen_seed() -> int:
+    """``$VOXQUEUE_CHAOS_SEED``, else a new one (printed, so a run can be replayed)."""
+    raw = os.environ.get(SEED_ENV)
+    return int(raw) if raw else random.SystemRandom().randrange(1, 10**6)
+
+
+def queue_of(proc: Proc) -> str:
+    name = proc.name.removeprefix("worker-")
+    return "all" if name.startswith(DEFAULT_NAME) else name.split("-")[0]
+
+
+def start_system(plan: Plan, redis_url: str, fake: ChaosProviders, ledger: Path,
+                 log_dir: Path) -> System:
+    env = system_env(redis_url, fake, VOXQUEUE_TOOL_MODULES="tests.tool_modules.chaos_tools",
+                     **{LEDGER_ENV: str(ledger)})
+    system = System(env, log_dir)
+    sup = system.sup
+    if plan.layout == "per-queue":
+        sup.start_workers(processes=PER_QUEUE)  # voxqueue up's pools and names
+    else:
+        for name in (DEFAULT_NAME, f"{DEFAULT_NAME}-2"):  # voxqueue worker's defaults
+            sup.start(f"worker-{name}", sup.worker_argv(QUEUES, name=name, concurrency=8))
+    sup.start("beat", sup.beat_argv())
+    sup.wait_for_workers(QUEUES)
+    return system
+
+
+class Chaos:
+    """The processes' keeper (restarts, from the thread that started them) and the killer."""
+
+    def __init__(self, system: System, plan: Plan, found: Findings) -> None:
+        self.system, self.plan, self.found = system, plan, found
+        self.lock = threading.Lock()
+        self.killed: set[int] = set()
+        self.stop = threading.Event()
+        self.log: list[str] = []
+        system.sup.log = self.log.append
+        self.workers = [p for p in system.sup.procs if p.name.startswith("worker-")]
+
+    def killer(self) -> None:
+        """SIGKILL a random worker process of a random queue at random instants (the whole
+        process group) until ``plan.kills`` were killed; a pick that is down already is
+        skipped, so the picks are the seed's whatever the timing."""
+        rng = random.Random(f"{self.plan.seed}:kills")
+        by_queue: dict[str, list[Proc]] = {}
+        for proc in self.workers:
+            by_queue.setdefault(queue_of(proc), []).append(proc)
+        done = picks = 0
+        while done < self.plan.kills and not self.stop.wait(
+                rng.expovariate(1 / self.plan.mean_gap_s)):
+            queue = rng.choice(sorted(by_queue))
+            proc = rng.choice(by_queue[queue])
+            picks += 1
+            with self.lock:
+                if proc.restart_at is not None or proc.popen.returncode is not None:
+                    self.log.append(f"pick {picks}: {proc.name} is down already, skipped")
+                    continue
+                done += 1
+                pid = proc.popen.pid
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                self.killed.add(pid)
+                self.found.kills[queue] += 1
+                self.log.append(f"pick {picks}, kill {done}: {proc.name} pid {pid} at "
+                                f"{time.time():.2f}")
+
+    def keep(self) -> None:
+        """What ``voxqueue up`` does every half second: notice deaths, restart with backoff;
+        here also noting every death the killer did not cause."""
+        with self.lock:
+            for proc in self.workers:
+                if proc.restart_at is None and proc.popen.poll() is not None \
+                        and proc.popen.pid not in self.killed:
+                    self.killed.add(proc.popen.pid)  # noted once
+                    self.found.unplanned_exits.append(
+                        f"{proc.name} pid {proc.popen.pid} exited by itself with "
+                        f"{proc.popen.returncode}: {_tail(proc)}")
+            self.system.sup.supervise_once()
+
+    def all_up(self) -> bool:
+        with self.lock:
+            return all(p.restart_at is None and p.popen.poll() is None for p in self.workers)
+
+    def keep_while(self, busy: Callable[[], bool]) -> None:
+        while busy():
+            self.keep()
+            time.sleep(0.2)
+
+
+def _tail(proc: Proc) -> str:
+    """The last critical line of the process's log (its own words for why it exited)."""
+    if proc.log_path is None or not proc.log_path.exists():
+        return ""
+    lines = proc.log_path.read_text(errors="replace").splitlines()
+    last = next((x for x in reversed(lines) if '"critical"' in x), lines[-1] if lines else "")
+    with contextlib.suppress(ValueError, TypeError, AttributeError):
+        last = str(json.loads(last).get("event"))
+    return last[:200]
+
+
+def poison(client: Client) -> None:
+    """Garbage on every queue's list, as a bug or an operator's redis-cli would leave it."""
+    for queue in QUEUES:
+        client.redis.lpush(queue, *POISON)
+
+
+def session_turns(client: Client, plan: Plan, s: int, records: list[TurnRecord],
+                  errors: list[str], not_run: list[str], *, clean: bool) -> None:
+    """One session's turns (or its closing clean turn), one after another; a cancelled turn is
+    followed at once by the next."""
+    rng = random.Random(f"{plan.seed}:session:{s}:{clean}")
+    speech = read_wav((SPEECH / "command_time.wav").read_bytes(), max_bytes=10**7,
+                      max_seconds=60).data
+    session = f"chaos-{plan.seed}-{s}"
+    lost_in_a_row = 0
+    for i in range(1 if clean else plan.turns):
+        if lost_in_a_row >= DOWN_AFTER_LOST:
+            not_run.append(f"session {s}: turns {i}..{plan.turns - 1} not run, the last "
+                           f"{lost_in_a_row} were lost")
+            return
+        index = plan.turns if clean else i
+        tag = f"t{s}x{index}k{rng.getrandbits(32):08x}"
+        text = f"Session {s} turn {index}: handle note {tag} please"
+        audio = not clean and rng.random() < plan.audio_share
+        cancel = not clean and rng.random() < plan.cancel_share
+        try:
+            turn = (client.say(speech_with_transcript(speech, text), pcm_rate=16000,
+                               session=session, deadline_s=plan.deadline_s) if audio else
+                    client.ask(text, session=session, deadline_s=plan.deadline_s))
+            record = TurnRecord(turn.turn_id, session, index, "audio" if audio else "text",
+                                tag, turn.spec.deadline, clean=clean)
+            records.append(record)
+            for entry in turn.events():
+                if cancel and entry.event.type == "tool-start":
+                    record.cancelled = turn.cancel("barge-in while tools run")
+                    break
+            lost = turn.done and turn.result().status == "timeout"
+            lost_in_a_row = lost_in_a_row + 1 if lost else 0
+        except Exception:  # the test fails on it, with the trace
+            errors.append(f"session {s} turn {index}: {traceback.format_exc()}")
+
+
+def run_sessions(client: Client, plan: Plan, chaos: Chaos, records: list[TurnRecord],
+                 errors: list[str], *, clean: bool) -> None:
+    threads = [threading.Thread(target=session_turns,
+                                args=(client, plan, s, records, errors, chaos.found.not_run),
+                                kwargs={"clean": clean}, name=f"chaos-session-{s}", daemon=True)
+               for s in range(plan.sessions)]
+    for t in threads:
+        t.start()
+    chaos.keep_while(lambda: any(t.is_alive() for t in threads))
+
+
+def run_chaos(plan: Plan, redis_url: str, work: Path) -> tuple[Findings, list[str], str]:
+    """Run ``plan``; the findings, the harness's own errors, and the keeper's log."""
+    found = Findings()
+    ledger = work / "effects.jsonl"
+    fake = ChaosProviders(plan.seed, profile=PROFILE)
+    fake.start()
+    system = start_system(plan, redis_url, fake, ledger, work / "logs")
+    records: list[TurnRecord] = []
+    errors: list[str] = []
+    try:
+        client = system.client()
+        chaos = Chaos(system, plan, found)
+        killer = threading.Thread(target=chaos.killer, name="chaos-killer", daemon=True)
+        killer.start()
+        if poisons(plan):
+            timer = threading.Timer(random.Random(f"{plan.seed}:poison").uniform(2, 8),
+                                    poison, args=(client,))
+            timer.daemon = True
+            timer.start()
+        run_sessions(client, plan, chaos, records, errors, clean=False)
+        chaos.stop.set()
+        killer.join()
+        give_up = time.time() + 60
+        chaos.keep_while(lambda: not chaos.all_up() and time.time() < give_up)
+        if not chaos.all_up():
+            found.not_run.append("the workers were not all up 60 s after the last kill")
+        run_sessions(client, plan, chaos, records, errors, clean=True)
+        time.sleep(1.0)  # late writes of killed attempts land before the ledger reads
+        chaos.keep()
+        audit(client, records, ledger, found)
+        return found, errors, "\n".join(chaos.log)
+    finally:
+        system.stop()
+        fake.stop()
+
+
+def audit(client: Client, records: list[TurnRecord], ledger: Path, found: Findings) -> None:
+    """Read back every turn's stream, every history and the effect file; check them all."""
+    histories = {}
+    for session in sorted({r.session for r in records}):
+        raw = client.redis.lrange(client.keys.messages(session), 0, -1)
+        histories[session] = [json.loads(m) for m in raw]
+    for rec in records:
+        rec.entries = list(client.store.history(rec.turn_id))
+        found.turns += 1
+        found.cancelled += int(rec.cancelled)
+        check_turn_ends(found, rec)
+        ok = rec.status() == "ok"
+        problems = spoken_problems(rec, recorded_reply(histories[rec.session], rec.tag)) \
+            if ok else []
+        where = f"turn {rec.turn_id} (session {rec.session} #{rec.index}, {rec.kind})"
+        if problems:
+            found.spoken_not_recorded.append(f"{where}: {problems}")
+        if rec.clean and (not ok or problems):
+            found.next_turn_broken.append(f"{where}: status {rec.status()}, {problems}")
+    for session, history in histories.items():
+        check_history(found, session, history)
+    check_effects(found, histories, read_ledger(ledger))
