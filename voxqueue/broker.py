@@ -4,24 +4,23 @@ killed while taking it) and one saving (a client per connection pool, not per op
 **Taking a message.** kombu takes a message with ``BRPOP`` and only then, in the worker, adds
 it to its ``unacked`` set. A worker killed between the two (the reply read off the socket, or
 still in it, waiting for a busy interpreter) loses the message: it is in no queue and in no
-set. A channel that consumes one queue (every worker ``voxqueue up``, compose and Kubernetes
-run) takes it with ``BLMOVE queue inflight`` instead: Redis moves it, atomically, into a list
-of that channel's own, and moves it from there into ``unacked`` in one transaction. The channel
-marks itself alive at each take; a list whose channel stopped doing so for a lease is put back
-in its queue by the sweeper (:func:`voxqueue.broker_sweeps.sweep`, with kombu's restore). A
-channel on several queues keeps kombu's ``BRPOP`` (one ``BLMOVE`` waits on one list only).
+set. Every channel here takes it into a list of that channel's own instead, atomically in
+Redis, and moves it from there into ``unacked`` in one transaction: a channel that consumes one
+list with ``BLMOVE queue inflight``; one that consumes several (``voxqueue worker``'s default,
+every queue; plain ``celery -A workers worker``; several priority steps) with a script that
+moves the first item of the first non-empty list, waiting on the lists' doorbells when all are
+empty (:mod:`voxqueue.broker_take`). The channel marks its in-flight lists alive at each take;
+a list whose channel stopped doing so for a lease is put back in its queue by the sweeper
+(:func:`voxqueue.broker_sweeps.sweep`, with kombu's restore). An item that is not a message
+kombu can deliver (not JSON, say) goes from the in-flight list to the dead letters in one step
+(:mod:`voxqueue.dead_letters`), and the worker goes on. ``global_keyprefix`` is refused: the
+take's and the sweeps' keys are not prefixed.
 
 **Idle workers sleep.** An idle worker's cost is its wake-ups, so a take waits up to
-:data:`TAKE_WAIT_S` for a message (kombu's ``BRPOP``: 1 s), and a channel that closes while
-taking drops the take's connection and puts back what it moved, instead of waiting for the
-reply. The sweeps of dead workers' messages (kombu's expired leases, our orphaned in-flight
-lists) need doing once a second, not by every process: one process holds the sweeper's turn
-and sweeps each second (:class:`Transport`), in one round trip (a script that renews its turn,
-puts back dead channels' lists, and counts expired leases, which kombu's restore then puts
-back: its own mutex and scan, three round trips more, only when there are some); the others
-try to take the turn over with a take (in the same round trip as the channel's alive mark) at
-most every :data:`TAKEOVER_S`, soon enough that a dead sweeper's own tasks still run again
-within a lease and a second.
+:data:`TAKE_WAIT_S` for a message (kombu's ``BRPOP``: 1 s; the take from several lists: one
+script and one ``XREAD`` per wait), and a channel that closes while taking drops the take's
+connection and puts back what it moved, instead of waiting for the reply. One process at a
+time sweeps (:mod:`voxqueue.broker_sweeper`).
 
 **Reconnection.** When the broker connection drops, a channel already released by its
 connection may still be used: to restore its unacknowledged messages while closing, or to
@@ -35,29 +34,28 @@ timeout; every stage is idempotent, so running it again only finds its turn alre
 from __future__ import annotations
 
 import logging
-import os
-import socket
-import uuid
 from queue import Empty
 from time import monotonic
 from typing import Any, cast
 
 import redis
 from kombu.exceptions import InconsistencyError
-from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
+from voxqueue import broker_take
+from voxqueue.broker_sweeper import TAKEOVER_S, SweepingChannel, SweepingQoS, SweepingTransport
 from voxqueue.broker_sweeps import (
     INFLIGHT_INDEX,
     give_back,
     hold_sweep_turn_in,
     inflight_key,
-    restore_expired,
     stamp_leases,
     sweep,
 )
+from voxqueue.broker_take import ring_commands, take_any_command, taken, wait_command
+from voxqueue.dead_letters import bury
 
 __all__ = ["INFLIGHT_INDEX", "TAKEOVER_S", "TAKE_WAIT_S", "Channel", "QoS", "Transport",
            "hold_sweep_turn_in", "inflight_key", "sweep"]
@@ -68,85 +66,63 @@ log = logging.getLogger("voxqueue.broker")
 #: channel marks itself alive for a lease as each take begins.
 TAKE_WAIT_S = 2.5
 
-#: How often a process that does not hold the sweeper's turn tries to take it over.
-TAKEOVER_S = 2.5
+#: Why a channel with ``global_keyprefix`` refuses to open.
+NO_KEYPREFIX = ("voxqueue's broker (voxqueue.broker:Transport) does not support the transport "
+                "option global_keyprefix: its lossless take and its sweeps use keys without the "
+                "prefix. Give voxqueue a Redis database of its own instead (VOXQUEUE_REDIS_URL="
+                "redis://host:6379/N) and remove global_keyprefix.")
 
-#: How often kombu's refresh of expiring queues' bindings looks for work (kombu: each second;
-#: the shortest such expiry here is Celery's control queues', 10 s, refreshed every third).
-BINDING_CHECK_S = 3.0
+
+class Message(virtual.Message):
+    """kombu's message, noting on its channel that what it took is one (see
+    ``Channel._deliver_taken``)."""
+
+    def __init__(self, payload: Any, channel: Any = None, **kwargs: Any) -> None:
+        super().__init__(payload, channel=channel, **kwargs)
+        if channel is not None:
+            channel._made = True
 
 
-class QoS(kombu_redis.QoS):
-    def restore_visible(self, start: int = 0, num: int = 10, interval: int = 10) -> bool:
-        """The sweeps that give a dead worker's messages back: kombu's (expired leases) and
-        ours (in-flight lists of dead channels), when this process holds the sweeper's turn
-        (taking it if free). Returns whether it does. kombu also calls this from a synchronous
-        ``drain_events`` (a client's ``inspect``, say): a process that runs no event loop could
-        not keep sweeping, so it never takes the turn (nor sweeps)."""
-        channel = self.channel
-        transport = channel.connection
-        if not (isinstance(transport, Transport) and transport.sweeps_on_a_loop()):
-            return False
-        try:
-            with channel.conn_or_acquire() as client:
-                swept = sweep(client, channel._channel_id, channel.sweeper_hold_s,
-                              unacked_index=self._index_key(),
-                              lease_s=float(self.visibility_timeout),
-                              limit=num)
-        except InconsistencyError:
-            return False
-        if swept is None:
-            return False
-        returned, expired, ceiling = swept
-        if returned:
-            log.warning("%d message(s) of a dead worker's channel put back in their queue",
-                        returned)
-        if expired:  # kombu's restore (rare), but on Redis's clock
-            restore_expired(self, ceiling, num)
-        return True
-
-    def _index_key(self) -> str:
-        """``unacked_index`` as our scripts name it (kombu adds no global prefix to EVAL)."""
-        return f"{self.channel.global_keyprefix or ''}{self.unacked_index_key}"
-
+class QoS(SweepingQoS):
     def append(self, message: Any, delivery_tag: Any) -> None:
         """kombu's record of a delivered message (``unacked``), its lease stamped with Redis's
         time (kombu's uses this host's); for a message taken into this channel's in-flight
         list, with its removal from that list in the same transaction: the message is in
         exactly one of the two at every moment, for one round trip."""
         taking = self.channel._taking
-        self.channel._taking = None
+        self.channel._made = False  # (not delivered unless recorded below)
         delivery = message.delivery_info
+        record = dumps([message._raw, delivery["exchange"], delivery["routing_key"]])
+        self.channel._taking = None  # (an envelope that failed above is dead-lettered instead)
         with self.pipe_or_acquire() as pipe:
             stamp_leases(pipe, self._index_key(), [delivery_tag], renew=False)
-            pipe.hset(self.unacked_key, delivery_tag,
-                      dumps([message._raw, delivery["exchange"], delivery["routing_key"]]))
+            pipe.hset(self.unacked_key, delivery_tag, record)
             if taking is not None:
                 pipe.lrem(taking[0], 1, taking[1])
             pipe.execute()
         virtual.QoS.append(self, message, delivery_tag)
 
 
-class Channel(kombu_redis.Channel):
+class Channel(SweepingChannel):
     QoS = QoS
+    Message = Message
+    #: Whether the item being delivered was made into a message and not yet recorded: only a
+    #: no-ack consumer's (``QoS.append`` clears it).
+    _made = False
     #: The in-flight list and the message being delivered from it (see ``QoS.append``).
     _taking: tuple[str, bytes] | None = None
-    _inflight_queue: str | None = None
+    #: The lists of the pending take, and what it waits for: "blmove", "any" (the script),
+    #: "bell" (``XREAD`` on the doorbells, nothing moved).
+    _take_lists: list[str] | None = None
+    _take_stage = ""
+    _take_wait = TAKE_WAIT_S
     _sync_client: tuple[Any, Any] | None = None
-    _turn_tried_at = -1e9
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._channel_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        self._alive_at = -1e9
-        self.lease_s = float(self.visibility_timeout)
+        if self.global_keyprefix:
+            raise ValueError(NO_KEYPREFIX)
         self.take_wait_s = min(TAKE_WAIT_S, self.lease_s / 2)
-        every = float(self.unacked_restore_interval or 1)
-        #: The sweeper's turn lapses after this without renewal (two sweeps missed, at most a
-        #: third of the lease), and another process takes it over within ``TAKEOVER_S``:
-        #: before a dead sweeper's own tasks are due to run again.
-        self.sweeper_hold_s = min(2 * every, max(every, self.lease_s / 3))
-        self.takeover_s = TAKEOVER_S
 
     # -- one client per pool ----------------------------------------------------------------
     def _create_client(self, asynchronous: bool = False) -> Any:
@@ -167,50 +143,119 @@ class Channel(kombu_redis.Channel):
             raise redis.ConnectionError("the broker channel was closed by a reconnection")
         return super()._connparams(*args, **kwargs)
 
+    # -- publishing: the push and its doorbell in one round trip ---------------------------------
+    def _put(self, queue: str, message: Any, **kwargs: Any) -> None:
+        """kombu's push, and the ring of its list's doorbell (see ``voxqueue.broker_take``)."""
+        key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
+        batch = kwargs.get("_publish_batch")
+        if batch is not None:
+            super()._put(queue, message, **kwargs)
+            for name, *args in ring_commands(key):
+                batch.add(name, *args)
+            return
+        with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
+            pipe.lpush(key, dumps(message))
+            if self._expires and queue in self._expires:
+                for p in self.priority_steps:
+                    pipe.pexpire(self._q_for_pri(queue, p), self._expires[queue])
+            for name, *args in ring_commands(key):
+                getattr(pipe, name)(*args)
+            pipe.execute()
+
     # -- taking a message without a gap ---------------------------------------------------------
     def _brpop_start(self, timeout: Any = None) -> None:
-        queues = list(dict.fromkeys(self.active_queues))
-        if len(queues) != 1 or self.global_keyprefix or self.priority_steps != [0]:
-            self._inflight_queue = None
-            if self._sweeper_turn_due(now := monotonic()):
-                self._mark_and_try_turn(None, trying=True, now=now)
-            return super()._brpop_start(timeout)
-        queue = queues[0]
-        key = inflight_key(queue, self._channel_id)
-        self._keep_alive(key)
-        self._inflight_queue = queue
+        queues = list(dict.fromkeys(self._queue_cycle.consume(len(self.active_queues))))
+        if not queues:
+            return
+        lists = [self._q_for_pri(q, p) for p in self.priority_steps for q in queues]
+        inflight = [inflight_key(name, self._channel_id) for name in lists]
+        if self._take_lists is not None:  # the last take's reply was lost with its connection
+            self._drop_take(strict=True)
+        self._keep_alive(inflight)
+        self._take_lists = lists
         self._in_poll = self.client.connection
         self._brpop_sent_at = monotonic()  # type: ignore[assignment]
         wait = self.take_wait_s if timeout is None else timeout
-        self.client.connection.send_command("BLMOVE", queue, key, "RIGHT", "LEFT", wait or 0)
+        if len(lists) == 1:
+            self._take_stage = "blmove"
+            self.client.connection.send_command(
+                "BLMOVE", lists[0], inflight[0], "RIGHT", "LEFT", wait or 0)
+        else:
+            self._take_stage = "any"
+            self._take_wait = wait or self.take_wait_s
+            self.client.connection.send_command(*take_any_command(lists, inflight))
 
     def _brpop_read(self, **options: Any) -> Any:
-        queue = self._inflight_queue
-        if queue is None:
+        lists, stage = self._take_lists, self._take_stage
+        if lists is None:
             return super()._brpop_read(**options)
+        connection = self.client.connection
         try:
-            try:
-                item = self.client.parse_response(self.client.connection, "BLMOVE", **options)
-            except self.connection_errors:
-                self.client.connection.disconnect()
+            reply = self.client.parse_response(
+                connection, {"blmove": "BLMOVE", "any": "EVAL"}.get(stage, "XREAD"), **options)
+        except self.connection_errors:
+            connection.disconnect()
+            self._in_poll = None  # type: ignore[assignment]  # (its lists: see _drop_take)
+            raise
+        except BaseException:
+            self._end_take()
+            raise
+        got = (0, reply) if stage == "blmove" and reply else None
+        if stage == "any" and (got := taken(reply)) is None:
+            self._take_stage = "bell"  # all empty: wait for a ring (still in poll)
+            connection.send_command(*wait_command(lists, reply, self._take_wait))
+            raise Empty()
+        self._end_take()
+        if got is None:  # (a take's wait, or a ring, ended without a message)
+            raise Empty()
+        self._deliver_taken(lists[got[0]], got[1])
+        return True
+
+    def _end_take(self) -> None:
+        self._take_lists, self._take_stage = None, ""
+        self._in_poll = None  # type: ignore[assignment]
+        self._flush_brpop_reauth()
+
+    def _deliver_taken(self, source: str, item: bytes) -> None:
+        """Deliver ``item``, taken from the list ``source`` into this channel's in-flight list:
+        recorded in ``unacked`` by ``QoS.append`` (one transaction), or dead-lettered when it is
+        no message kombu can deliver."""
+        queue = source.rsplit(self.sep, 1)[0]
+        self._queue_cycle.rotate(queue)
+        key = inflight_key(source, self._channel_id)
+        if broker_take.ARMED:
+            with self.conn_or_acquire() as client:
+                broker_take.crash_after_take(client, source)
+        try:
+            payload = loads(bytes_to_str(item))
+        except (ValueError, TypeError):
+            payload = None
+        if not isinstance(payload, dict):
+            what = "not JSON" if payload is None else (
+                f"JSON {type(payload).__name__}, not a message envelope")
+            with self.conn_or_acquire() as client:
+                bury(client, key, source, item, what)
+            return
+        self._taking, self._made = (key, item), False
+        try:
+            self.connection._deliver(payload, queue)  # now in unacked
+        except Exception as exc:
+            if self._taking is None or self._made:  # recorded, or given to a no-ack consumer
                 raise
-            if not item:
-                raise Empty()
-            self._taking = (inflight_key(queue, self._channel_id), item)
-            self.connection._deliver(loads(bytes_to_str(item)), queue)  # now in unacked
-            if self._taking is not None:  # not recorded by QoS.append (a no-ack consumer)
-                key, raw = self._taking
-                with self.conn_or_acquire() as client:
-                    client.lrem(key, 1, raw)
-            return True
-        finally:
+            with self.conn_or_acquire() as client:  # neither a message nor recorded
+                bury(client, key, source, item, f"not a message kombu can deliver "
+                     f"({type(exc).__name__}: {str(exc)[:80]})")
             self._taking = None
-            self._in_poll = None  # type: ignore[assignment]
-            self._flush_brpop_reauth()
+            return
+        finally:
+            taking, self._taking = self._taking, None
+            if taking is not None:  # not recorded by QoS.append: a no-ack consumer's
+                with self.conn_or_acquire() as client:
+                    client.lrem(key, 1, item)
 
     def close(self) -> None:
         """kombu reads a pending take's reply before closing: up to a take's wait. A pending
-        ``BLMOVE`` is dropped instead (see ``_drop_take``)."""
+        take is dropped instead (see ``_drop_take``)."""
         self._drop_take()
         super().close()
 
@@ -219,104 +264,36 @@ class Channel(kombu_redis.Channel):
         take, of another queue, waits behind it (a client's ``inspect``, which consumes a new
         reply queue each time, missed every other answer)."""
         answer = super()._basic_cancel(consumer_tag)
-        if self._inflight_queue is not None and self._inflight_queue not in self.active_queues:
+        active = set(self.active_queues)
+        if any(name.rsplit(self.sep, 1)[0] not in active for name in self._take_lists or ()):
             self._drop_take()
         return answer
 
-    def _drop_take(self) -> None:
-        """Drop a pending ``BLMOVE`` with its connection (the channel's next take connects
-        again), and put back in its queue now whatever it moved already (else the lease
-        would, later)."""
-        queue, connection = self._inflight_queue, cast(Any, self._in_poll)
-        if connection and queue is not None:
-            self._in_poll = None  # type: ignore[assignment]
-            self._inflight_queue = None
-            try:
-                connection.disconnect()
-                with self.conn_or_acquire() as client:
-                    give_back(client, queue, self._channel_id)
-            except (InconsistencyError, redis.RedisError, OSError) as exc:
-                log.info("in-flight list left to the lease sweep: %s", exc)
-
-    def _keep_alive(self, key: str) -> None:
-        """Mark this channel's in-flight list alive for a lease (at most every quarter lease),
-        and try for the sweeper's turn when due, in one round trip."""
-        now = monotonic()
-        mark = now - self._alive_at >= self.lease_s / 4
-        trying = self._sweeper_turn_due(now)
-        if mark or trying:
-            self._mark_and_try_turn(key if mark else None, trying=trying, now=now)
-
-    def _sweeper_turn_due(self, now: float) -> bool:
-        transport = self.connection
-        return (now - self._turn_tried_at >= self.takeover_s
-                and isinstance(transport, Transport) and transport.wants_sweeper_turn())
-
-    def _mark_and_try_turn(self, alive_key: str | None, *, trying: bool, now: float) -> None:
-        """In one round trip: mark ``alive_key`` alive (if given) and (``trying``) try for the
-        sweeper's turn, as of ``now``; a turn taken starts this process's sweeps."""
-        try:
-            with self.conn_or_acquire() as client:
-                pipe = client.pipeline(transaction=False)
-                if alive_key is not None:
-                    pipe.set(f"{alive_key}.alive", b"1", px=int(self.lease_s * 1000))
-                    pipe.sadd(INFLIGHT_INDEX, alive_key)
-                if trying:
-                    hold_sweep_turn_in(pipe, "unacked", self._channel_id,
-                                       self.sweeper_hold_s)
-                replies = pipe.execute()
-        except InconsistencyError:
+    def _drop_take(self, *, strict: bool = False) -> None:
+        """Drop a pending take with its connection (the channel's next take connects again),
+        or a take whose reply was lost with its connection, and put back in their queues now
+        whatever it moved. When Redis fails meanwhile, the lease sweep does it once the lists
+        are no longer marked alive; ``strict`` (the channel goes on with the same lists, which
+        it marks) raises instead, and the take is dropped again at the next try."""
+        lists, connection = self._take_lists, cast(Any, self._in_poll)
+        if lists is None:
             return
-        if alive_key is not None:
-            self._alive_at = now
-        if trying:
-            self._turn_tried_at = now
-            if replies[-1]:
-                self.connection.start_sweeping()
+        self._in_poll = None  # type: ignore[assignment]
+        self._take_lists, self._take_stage = None, ""
+        try:
+            if connection:
+                connection.disconnect()
+            with self.conn_or_acquire() as client:
+                for name in lists:
+                    give_back(client, name, self._channel_id)
+        except (InconsistencyError, redis.RedisError, OSError) as exc:
+            if strict:
+                self._take_lists = lists
+                raise
+            log.info("in-flight list left to the lease sweep: %s", exc)
 
 
-class Transport(kombu_redis.Transport):
-    """kombu's transport, its channels taking messages as above. kombu's restore sweep, each
-    ``unacked_restore_interval``, runs only while this process holds the sweeper's turn."""
+class Transport(SweepingTransport):
+    """kombu's transport, its channels taking messages as above."""
 
     Channel = Channel
-    _loop: Any = None
-    _sweep_every = 1.0
-
-    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
-        super().register_with_event_loop(connection, loop)
-        cycle: Any = self.cycle
-        cycle._restore_messages_tref.cancel()
-        cycle._restore_messages_tref = None  # (a sweep's timer, while this process sweeps)
-        cycle._binding_expiry_tref.cancel()
-        cycle._binding_expiry_tref = loop.call_repeatedly(
-            BINDING_CHECK_S, cycle.maybe_refresh_binding_expiry)
-        self._loop = loop
-        self._sweep_every = float(
-            connection.client.transport_options.get("unacked_restore_interval", 1))
-
-    def sweeps_on_a_loop(self) -> bool:
-        """Whether this process can sweep each second: it runs an event loop."""
-        return self._loop is not None
-
-    def wants_sweeper_turn(self) -> bool:
-        """Whether this process could sweep and does not yet."""
-        cycle: Any = self.cycle
-        return self.sweeps_on_a_loop() and cycle._restore_messages_tref is None
-
-    def start_sweeping(self) -> None:
-        """Sweep each interval for as long as this process keeps the sweeper's turn."""
-        if not self.wants_sweeper_turn():
-            return
-        cycle: Any = self.cycle
-        loop = self._loop
-
-        def sweep() -> None:
-            held = False
-            try:
-                held = bool(cycle.maybe_restore_messages())
-            finally:  # (kombu cancels this attribute's timer when it registers again)
-                cycle._restore_messages_tref = (
-                    loop.call_later(self._sweep_every, sweep) if held else None)
-
-        sweep()  # the first one now (a timer set here would wait for the loop's next wake-up)

@@ -17,17 +17,21 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
+from voxqueue.broker_take import BELL, BELL_TTL_MS, RING_LUA, bell_key
+
 #: The set of every channel's in-flight list, and the lists' prefix.
 INFLIGHT_INDEX = "_voxqueue.inflight"
 _INFLIGHT = "_voxqueue.inflight."
 
-# KEYS: the in-flight list, its alive key, its queue, the index. Its closing channel puts the
-# list's messages back at the head of their queue (next to be taken).
+# KEYS: the in-flight list, its alive key, its queue, the index, the queue's doorbell; ARGV[1]:
+# the bell's TTL. Its closing channel puts the list's messages back at the head of their queue
+# (next to be taken), and rings.
 _GIVE_BACK = """
 local n = 0
 while redis.call('lmove', KEYS[1], KEYS[3], 'RIGHT', 'RIGHT') do n = n + 1 end
 redis.call('del', KEYS[2])
 redis.call('srem', KEYS[4], KEYS[1])
+if n > 0 then """ + RING_LUA.format(bell="KEYS[5]", ttl="ARGV[1]") + """ end
 return n
 """
 
@@ -73,8 +77,9 @@ return n
 
 # After _TAKE_TURN. KEYS[2]: the in-flight index, KEYS[3]: kombu's index of unacknowledged
 # messages by delivery time; ARGV[3]: the in-flight lists' prefix, ARGV[4]: the lease in
-# seconds, ARGV[5]: how many expired ones to count at most. Returns {messages put back,
-# expired deliveries, the time (Redis's) at or before which a delivery's lease has expired}.
+# seconds, ARGV[5]: how many expired ones to count at most, ARGV[6]: the doorbells' prefix,
+# ARGV[7]: their TTL. Returns {messages put back, expired deliveries, the time (Redis's) at or
+# before which a delivery's lease has expired}.
 _SWEEP = _TAKE_TURN + _NOW + """
 local ceiling = string.format('%.6f', tonumber(now) - tonumber(ARGV[4]))
 local returned = 0
@@ -82,7 +87,10 @@ for _, list in ipairs(redis.call('smembers', KEYS[2])) do
   if redis.call('exists', list .. '.alive') == 0 then
     local queue = string.match(string.sub(list, #ARGV[3] + 1), '^(.+)%.[^.]*$')
     if queue then
-      while redis.call('lmove', list, queue, 'RIGHT', 'RIGHT') do returned = returned + 1 end
+      local n = 0
+      while redis.call('lmove', list, queue, 'RIGHT', 'RIGHT') do n = n + 1 end
+      if n > 0 then """ + RING_LUA.format(bell="ARGV[6] .. queue", ttl="ARGV[7]") + """ end
+      returned = returned + n
     end
     redis.call('srem', KEYS[2], list)
   end
@@ -124,7 +132,8 @@ def sweep(client: redis.Redis, holder: str, hold_s: float, *, unacked_index: str
     lease (at most ``limit``, if given), and the score (Redis's time less a lease) at or below
     which a delivery had, for the restore to put them back."""
     reply = client.eval(_SWEEP, 3, f"{_SWEEP_TURN}unacked", INFLIGHT_INDEX, unacked_index,
-                        holder, max(1, int(hold_s * 1000)), _INFLIGHT, lease_s, limit or -1)
+                        holder, max(1, int(hold_s * 1000)), _INFLIGHT, lease_s, limit or -1,
+                        BELL, BELL_TTL_MS)
     if not isinstance(reply, list):
         return None
     return int(reply[0]), int(reply[1]), float(reply[2])
@@ -175,6 +184,8 @@ def _restore_if_expired(qos: Any, client: Any, tag: Any, ceiling: float) -> None
 
 
 def inflight_key(queue: str, channel_id: str) -> str:
+    """The in-flight list of ``channel_id`` (no dots in it: the sweep finds ``queue`` as what
+    comes before the last dot) for the list ``queue``."""
     return f"{_INFLIGHT}{queue}.{channel_id}"
 
 
@@ -182,4 +193,5 @@ def give_back(client: redis.Redis, queue: str, channel_id: str) -> int:
     """A closing channel's own in-flight list back to its queue, at once; returns how many."""
     key = inflight_key(queue, channel_id)
     script = client.register_script(_GIVE_BACK)
-    return int(script(keys=[key, f"{key}.alive", queue, INFLIGHT_INDEX]))
+    return int(script(keys=[key, f"{key}.alive", queue, INFLIGHT_INDEX, bell_key(queue)],
+                      args=[BELL_TTL_MS]))

@@ -52,7 +52,7 @@ def doctor() -> None:
     table = Table("check", "", "detail", "fix", box=None)
     for c in checks:
         mark = "[green]ok[/]" if c.ok else ("[yellow]warn[/]" if c.warning else "[red]FAIL[/]")
-        table.add_row(c.name, mark, c.detail, c.fix)
+        table.add_row(escape(c.name), mark, escape(c.detail), escape(c.fix))  # (text, not markup)
     out.print(table)
     if found.keys is not None and found.keys.families:
         out.print(_key_table(found.keys))

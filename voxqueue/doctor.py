@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from voxqueue.dead_letters import doctor_rows
 from voxqueue.flower_auth import OLD_FLOWER_PASSWORD, flower_password_file
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import redact
@@ -333,6 +334,7 @@ def diagnose(settings: Settings) -> Diagnosis:
         found.checks += check_persistence(client)
         found.checks += check_workers(settings)
         found.checks.append(check_beat(client, settings))
+        found.checks += [Check(*row, warning=not row[1]) for row in doctor_rows(client)]
         key_checks, found.keys = check_keys(client, settings)
         found.checks += key_checks
     found.checks += check_flower(settings)

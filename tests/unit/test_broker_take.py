@@ -64,7 +64,7 @@ def test_a_message_moved_by_a_taker_that_died_comes_back_after_a_lease(url):
     with connect(url) as conn:
         channel = conn.default_channel
         key = inflight_key(queue.name, channel._channel_id)
-        channel._keep_alive(key)  # what the channel does before each take...
+        channel._keep_alive([key])  # what the channel does before each take...
         r.blmove(queue.name, key, 1, "RIGHT", "LEFT")  # ...and the take; then it dies
     assert r.llen(queue.name) == 0 and r.llen(key) == 1 and r.hlen("unacked") == 0
     assert sweeps(r) == (0, 0), "its channel is alive for a lease"

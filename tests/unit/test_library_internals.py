@@ -19,7 +19,8 @@ USED = [
     (kombu_redis.Channel, name) for name in (
         "_brpop_start", "_brpop_read", "_create_client", "_connparams", "_basic_cancel",
         "close", "conn_or_acquire", "_flush_brpop_reauth", "active_queues",
-        "global_keyprefix", "priority_steps", "_in_poll", "_do_restore_message")
+        "global_keyprefix", "priority_steps", "_in_poll", "_do_restore_message", "_q_for_pri",
+        "_get_message_priority", "sep", "_put", "Message", "_update_queue_cycle")
 ] + [
     (kombu_redis.QoS, name) for name in (
         "restore_visible", "append", "pipe_or_acquire", "unacked_index_key", "unacked_key",
@@ -45,7 +46,8 @@ def test_an_internal_we_use_exists(base: type, name: str) -> None:
 def test_overrides_keep_their_base_signatures() -> None:
     """An override takes what its base method takes (Celery and kombu call them so)."""
     pairs = [(broker.Channel, kombu_redis.Channel, n)
-             for n in ("_brpop_start", "_brpop_read", "_basic_cancel")]
+             for n in ("_brpop_start", "_brpop_read", "_basic_cancel", "_put")]
+    pairs += [(broker.Message, kombu_redis.Channel.Message, "__init__")]
     pairs += [(broker.QoS, kombu_redis.QoS, n) for n in ("restore_visible", "append")]
     pairs += [(broker.Transport, kombu_redis.Transport, "register_with_event_loop"),
               (consumer.Consumer, Consumer, "on_send_event_buffered")]
@@ -54,6 +56,15 @@ def test_overrides_keep_their_base_signatures() -> None:
         mine = list(inspect.signature(getattr(ours, name)).parameters)
         assert [p for p in theirs if p not in ("args", "kwargs", "options")] == \
             [p for p in mine if p not in ("args", "kwargs", "options")], (ours, name)
+
+
+def test_the_channel_attributes_the_take_reads_are_set_by_kombu() -> None:
+    """Set in kombu's ``__init__`` (not on the class): the queue cycle the take rotates, and
+    the expiring queues ``_put`` extends."""
+    source = inspect.getsource(kombu_redis.Channel.__init__)
+    assert "self._expires =" in source
+    assert "self._queue_cycle" in inspect.getsource(kombu_redis.Channel) + inspect.getsource(
+        kombu_redis.virtual.Channel)
 
 
 def test_the_poller_sets_the_timers_the_transport_replaces() -> None:
