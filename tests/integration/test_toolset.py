@@ -166,14 +166,11 @@ def test_a_timer_survives_a_restart_and_fires_exactly_once(toolset, fake, tmp_pa
     system, _ = toolset
     r = redis.Redis.from_url(system.env["VOXQUEUE_REDIS_URL"])
     sup = system.sup
-    # Monitor worker and beat down: nothing can fire.
-    for proc in [p for p in sup.procs if p.name in ("worker-monitor", "beat")]:
-        sup.stop(proc)
     fake.script_chat(
         {
             "match": "tea timer",
             "tool_calls": [
-                {"name": "set_timer", "arguments": {"duration": "two seconds", "label": "tea"}}
+                {"name": "set_timer", "arguments": {"duration": "six seconds", "label": "tea"}}
             ],
         },
         {"after_tool": True, "content": "Tea timer set."},
@@ -184,12 +181,15 @@ def test_a_timer_survives_a_restart_and_fires_exactly_once(toolset, fake, tmp_pa
         .wait(timeout=60)
     )
     assert result.status == "ok", (result.error, system.logs())
-    assert (result.tool_calls[0].result or "").startswith("Tea timer set for 2 seconds")
-    time.sleep(3.0)  # past due while nothing sweeps
+    assert (result.tool_calls[0].result or "").startswith("Tea timer set for 6 seconds")
+    # Every worker and beat down (any worker process fires timers): nothing can fire.
+    for proc in [p for p in sup.procs if p.name.startswith("worker") or p.name == "beat"]:
+        sup.stop(proc)
+    time.sleep(7.0)  # past due while nothing sweeps
     assert announcements(r, DEVICE) == []
     assert r.zcard(Keys().timers_due()) == 1
-    # Back up, twice over: two monitor workers and two beats sweep at once.
-    sup.start_workers(queues=("monitor",))
+    # Back up, twice over: every worker, a second monitor worker and two beats at once.
+    sup.start_workers(queues=QUEUES)
     sup.start("worker-monitor-2", sup.worker_argv(["monitor"], name="monitor2", concurrency=2))
     sup.start("beat", beat_argv(system, tmp_path / "beat-2"))
     sup.start("beat-2", beat_argv(system, tmp_path / "beat-3"))
