@@ -79,6 +79,21 @@ def record_side_effect(label: str) -> str:
     return f"done {count}"
 
 
+@tool(side_effects=True)
+def record_side_effect_at_most_once(label: str) -> str:
+    """Count one real-world action under a label (with no idempotency key: never run again
+    after a crash), then take three seconds to finish.
+
+    Args:
+        label: The counter to increment.
+    """
+    from workers.toolkit.context import runtime
+
+    count = runtime().redis.incr(f"probe:side-effect:{label}")
+    time.sleep(3.0)
+    return f"done {count}"
+
+
 def kill_my_worker() -> str:
     """Kill the worker process that runs this call (a poison task)."""
     import os
