@@ -25,4 +25,6 @@ class PendingAction(BaseModel):
     arguments: str = Field(max_length=200_000)
     """The raw JSON text of the call, run again verbatim."""
     question: str = Field(max_length=2000)
+    asked_at: float
+    """When the question was put: a yes counts only from a turn begun after it."""
     expires: float

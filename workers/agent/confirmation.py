@@ -12,10 +12,10 @@ confirmation later.
 Answering (``take``, at the opening of every turn of the session): the pending action is taken
 atomically by the session's next turn, whatever it says, so it is answered once. It counts as
 confirmed only when that turn's words are a plain yes (``workers.toolkit.policy.is_yes``), it
-comes from the device that heard the question, and the asking turn ended ``ok`` (the question
-was played). The confirming turn then runs exactly that call, as a step the system answered
-itself (``confirmed_answer``): a normal tool run (its claim, its join), its result given to the
-model to phrase. Anything else drops it.
+comes from the device that heard the question, it was begun after the question was put, and
+the asking turn ended ``ok`` (the question was played). The confirming turn then runs exactly
+that call, as a step the system answered itself (``confirmed_answer``): a normal tool run (its
+claim, its join), its result given to the model to phrase. Anything else drops it.
 """
 
 from __future__ import annotations
@@ -85,9 +85,11 @@ def take(stage: Stage, text: str, pending: bytes | None, recorded: bytes | None,
     confirmed = "" if entry is None else entry.model_copy(
         update={"call_id": system_call_id(spec.turn_id)}).model_dump_json()
     asked_by = entry.turn_id if entry is not None else spec.turn_id
+    # A yes answers the question only when said after it: not by a turn begun before it.
+    answers = entry is not None and spec.created_at > entry.asked_at and is_yes(text)
     out = rt.redis.eval(_TAKE, 3, rt.keys.pending_action(spec.session_id),
                         rt.keys.turn(spec.turn_id), rt.keys.ended(asked_by),
-                        CONFIRMED_FIELD, pending, "1" if entry and is_yes(text) else "0",
+                        CONFIRMED_FIELD, pending, "1" if answers else "0",
                         spec.device or "", repr(time.time()), spec.turn_id, confirmed)
     taken = out.decode() if isinstance(out, bytes) else str(out or "")
     if entry is not None:
@@ -146,7 +148,7 @@ def ask(stage: Stage, calls: Sequence[Mapping[str, Any]],
     action = PendingAction(
         turn_id=spec.turn_id, session_id=spec.session_id, device=spec.device or "",
         call_id=str(first.get("id")), name=name, arguments=raw,
-        question=question_for(name, _arguments(stage, name, raw)),
+        question=question_for(name, _arguments(stage, name, raw)), asked_at=time.time(),
         expires=time.time() + rt.settings.confirm_ttl_s)
     return Asked(action, frozenset(str(c.get("id")) for c in held))
 
