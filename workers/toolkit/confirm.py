@@ -45,9 +45,17 @@ def _quoted(value: Any) -> str:
     return f'"{_value(value)}"'
 
 
+#: The kind of thing an entity of a domain is, said after its name when the name lacks it.
+_DOMAIN_NOUNS = {"light": "light", "switch": "switch", "fan": "fan",
+                 "alarm_control_panel": "alarm"}
+
+
 def _entity(entity_id: str) -> str:
-    """``lock.front_door`` as "the front door"."""
-    return "the " + entity_id.split(".", 1)[-1].replace("_", " ")
+    """``lock.front_door`` as "the front door", ``light.kitchen`` as "the kitchen light"."""
+    domain, _, name = entity_id.rpartition(".")
+    words = name.replace("_", " ")
+    noun = _DOMAIN_NOUNS.get(domain)
+    return f"the {words} {noun}" if noun and noun not in words.split() else f"the {words}"
 
 
 def _home(a: Mapping[str, Any]) -> str:
@@ -104,8 +112,9 @@ _TEMPLATES: dict[str, Callable[[Mapping[str, Any]], str]] = {
 
 def generic_question(tool: str, arguments: Mapping[str, Any]) -> str:
     """"Run record side effect with label "x"?": the tool and every argument given."""
-    shown = ", ".join(f"{str(k).replace('_', ' ')} {_quoted(v)}" for k, v in arguments.items()
-                      if v not in (None, "", {}, []))
+    shown = ", ".join(f"{str(k).replace('_', ' ')} "
+                      f"{_quoted(v) if isinstance(v, str) else _value(v)}"
+                      for k, v in arguments.items() if v not in (None, "", {}, []))
     return _finish(f"run {tool.replace('_', ' ')}" + (f" with {shown}" if shown else ""))
 
 
