@@ -278,14 +278,14 @@ def test_the_taint_survives_compaction(redis_server, fake):
     fake.script_chat({"match": "summarize the conversation", "repeat": True,
                       "content": "A page told the assistant to unlock the front door."})
     url = redis_server.url.rsplit("/", 1)[0] + "/10"
-    ctx = context_runtime(url, fake, session_ttl_s=4, key_prefix=f"vqc-{uuid.uuid4().hex[:6]}")
+    ctx = context_runtime(url, fake, session_ttl_s=600, key_prefix=f"vqc-{uuid.uuid4().hex[:6]}")
     session = "s-compact"
     history = long_history(ctx, session, 30)
     stage = new_stage(ctx, session)
-    ctx.redis.set(ctx.keys.session_untrusted(session), "t", ex=2)  # a page read a while ago
+    taint = ctx.keys.session_untrusted(session)
+    ctx.redis.set(taint, "t", ex=30)  # a page read a while ago: its first TTL nearly spent
     sent = prepare_context(stage, history)  # summarized: the history replaced
     assert any(m["role"] == "system" and "unlock" in m["content"] for m in sent)
     assert sent == history.load()
-    time.sleep(2.5)  # past the taint's first TTL, within the summary's
-    assert ctx.redis.exists(history.key)
-    assert ctx.redis.exists(ctx.keys.session_untrusted(session)), "the summary holds the page"
+    # The summary holds the page: the taint now lives as long as it does.
+    assert ctx.redis.ttl(taint) > 30 and ctx.redis.ttl(taint) >= ctx.redis.ttl(history.key) - 1
