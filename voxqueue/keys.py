@@ -112,9 +112,10 @@ class Keys:
         """String: the session's history holds untrusted content (set with the turn's)."""
         return f"{self.prefix}:session:{session_id}:untrusted"
 
-    def pending_actions(self, session_id: str) -> str:
-        """Hash: side effects waiting for the person's yes (tool and arguments -> JSON)."""
-        return f"{self.prefix}:session:{session_id}:pending-actions"
+    def pending_action(self, session_id: str) -> str:
+        """String: the one side effect the system asked the person to confirm (JSON,
+        ``PendingAction``); taken by the session's next turn."""
+        return f"{self.prefix}:session:{session_id}:pending-action"
 
     def sessions(self) -> str:
         """Sorted set: session ids scored by last use."""

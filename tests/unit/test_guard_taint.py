@@ -14,7 +14,6 @@ import redis
 from tests.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.contracts import AgentStep, ToolOutcome, TurnSpec
-from voxqueue.sessions import Sessions
 from voxqueue.settings import Settings
 from workers.agent.alert_data import HEADER
 from workers.agent.opening import history_of, open_turn
@@ -144,7 +143,8 @@ def test_an_untainted_turn_runs_side_effects(rt, registry):
     assert not rt.redis.exists(rt.keys.turn_untrusted(spec.turn_id))
 
 
-def test_after_untrusted_content_a_side_effect_waits_for_a_spoken_yes(rt, registry):
+def test_after_untrusted_content_a_side_effect_is_held_back_for_the_systems_question(rt,
+                                                                                    registry):
     first = new_turn(rt, "s-1", "yes read me that page")  # a yes in the same turn is not one
     assert run(rt, registry, first, "read_page").ok
     assert rt.redis.get(rt.keys.turn_untrusted(first.turn_id)) == b"read_page"
@@ -152,85 +152,17 @@ def test_after_untrusted_content_a_side_effect_waits_for_a_spoken_yes(rt, regist
 
     asked = run(rt, registry, first, "unlock", {"door": "front"})
     assert not asked.ok and asked.error_code == "needs-confirmation"
-    assert 'Ask them: "Should I unlock with door "front", minutes 5?"' in asked.content
-    assert ACTIONS == []
-    pending = rt.keys.pending_actions("s-1")
-    assert 0 < rt.redis.ttl(pending) <= rt.settings.confirm_ttl_s
-    assert run(rt, registry, first, "unlock", {"door": "front"}).error_code == \
-        "needs-confirmation"  # the pending entry is from this very turn
-
-    # A later turn that is not a yes: still not run (the page is still in the history), and
-    # the pending entry stays.
-    other = new_turn(rt, "s-1", "what's the weather like")
-    assert run(rt, registry, other, "unlock", {"door": "front"}).error_code == \
-        "needs-confirmation"
-    assert ACTIONS == [] and rt.redis.hlen(pending) == 1
-
-    # A yes confirms that exact call only, once.
-    yes = new_turn(rt, "s-1", "Yeah, go ahead.")
-    assert run(rt, registry, yes, "unlock", {"door": "back"}).error_code == \
-        "needs-confirmation"
-    done = run(rt, registry, yes, "unlock", {"door": "front"})
-    assert done.ok and done.content == "unlocked front" and ACTIONS == ["front"]
-    again = run(rt, registry, yes, "unlock", {"door": "front"})
-    assert again.error_code == "needs-confirmation" and ACTIONS == ["front"]
-
-
-def test_clearing_a_session_clears_its_taint_and_pending_actions(rt, registry):
-    first = new_turn(rt, "s-clear", "read the page")
-    run(rt, registry, first, "read_page")
-    run(rt, registry, first, "unlock", {"door": "front"})
-    Sessions(rt.redis, rt.keys, rt.settings).clear("s-clear")
-    assert not rt.redis.exists(rt.keys.session_untrusted("s-clear"))
-    assert not rt.redis.exists(rt.keys.pending_actions("s-clear"))
-    assert run(rt, registry, new_turn(rt, "s-clear", "unlock it"), "unlock",
-               {"door": "front"}).ok
-
-
-def test_a_negation_or_another_session_does_not_confirm(rt, registry):
-    first = new_turn(rt, "s-2", "read the page")
-    run(rt, registry, first, "read_page")
-    run(rt, registry, first, "unlock", {"door": "front"})
-    for text in ("no, don't", "yes, but not now"):
-        assert run(rt, registry, new_turn(rt, "s-2", text), "unlock",
-                   {"door": "front"}).error_code == "needs-confirmation"
-    elsewhere = new_turn(rt, "s-3", "read it")
-    run(rt, registry, elsewhere, "read_page")
-    assert run(rt, registry, new_turn(rt, "s-3", "yes"), "unlock",
-               {"door": "front"}).error_code == "needs-confirmation"
+    assert 'the system asks them itself ("Run unlock with door "front", minutes 5?")' in \
+        asked.content and "do not ask" in asked.content
     assert ACTIONS == []
 
-
-def test_a_yes_said_before_the_question_does_not_confirm(rt, registry):
-    """The page is read in a turn whose words are a yes: the action it asked for is pending
-    from this turn, and only a later yes can confirm it."""
-    spec = new_turn(rt, "s-8", "yes")
-    run(rt, registry, spec, "read_page")
-    for _ in range(2):
-        assert run(rt, registry, spec, "unlock", {"door": "front"}).error_code == \
+    # Later turns, a yes included: the tools alone never run it (only the system's own call
+    # of the action it asked about runs: tests/unit/test_confirmation.py).
+    for text in ("what's the weather like", "Yeah, go ahead."):
+        later = new_turn(rt, "s-1", text)
+        assert run(rt, registry, later, "unlock", {"door": "front"}).error_code == \
             "needs-confirmation"
     assert ACTIONS == []
-    assert run(rt, registry, new_turn(rt, "s-8", "yes"), "unlock", {"door": "front"}).ok
-
-
-def test_a_spoken_yes_is_read_from_the_transcript(rt, registry):
-    first = new_turn(rt, "s-4", transcript="read the page")
-    run(rt, registry, first, "read_page")
-    run(rt, registry, first, "unlock", {"door": "garage"})
-    yes = new_turn(rt, "s-4", transcript="yes please")
-    assert run(rt, registry, yes, "unlock", {"door": "garage"}).ok
-    assert ACTIONS == ["garage"] and SEEN_UTTERANCES == ["yes please"]
-
-
-def test_a_pending_action_expires(redis_server, registry, rt):
-    short = runtime_for(rt.settings.model_copy(update={"confirm_ttl_s": 1}))
-    with use_runtime(short):
-        first = new_turn(short, "s-5", "read the page")
-        run(short, registry, first, "read_page")
-        run(short, registry, first, "unlock", {"door": "front"})
-        time.sleep(1.2)
-        late = run(short, registry, new_turn(short, "s-5", "yes"), "unlock", {"door": "front"})
-    assert late.error_code == "needs-confirmation" and ACTIONS == []
 
 
 def test_a_reader_that_fails_still_taints(rt, registry):

@@ -1,4 +1,9 @@
-"""A session's chat history in Redis: a list of JSON messages with a TTL."""
+"""A session's chat history in Redis: a list of JSON messages with a TTL.
+
+The session's taint (``Keys.session_untrusted``: the history holds text others wrote) lives as
+long as the text: every write of the history, a compaction's or a repair's included, gives
+the taint the history's TTL again (a key that is not there stays absent).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ class History:
     def __init__(self, r: redis.Redis, keys: Keys, session_id: str, ttl_s: int) -> None:
         self.r = r
         self.key = keys.messages(session_id)
+        self.taint_key = keys.session_untrusted(session_id)
         self.ttl_s = ttl_s
 
     def load(self) -> list[Message]:
@@ -37,6 +43,7 @@ class History:
         items = [json.dumps(m, ensure_ascii=False) for m in messages]
         if items:
             once.call("RPUSH", self.key, *items).call("EXPIRE", self.key, self.ttl_s)
+            once.call("EXPIRE", self.taint_key, self.ttl_s)
         return once
 
     def replace(self, messages: Iterable[Message], *, expect_len: int | None = None,
@@ -57,6 +64,7 @@ class History:
                 if items:
                     pipe.rpush(self.key, *items)
                     pipe.expire(self.key, self.ttl_s)
+                    pipe.expire(self.taint_key, self.ttl_s)  # a summary still holds the text
                 pipe.execute()
             except redis.WatchError:
                 return False

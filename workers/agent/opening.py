@@ -16,11 +16,13 @@ from typing import Any
 from voxqueue.contracts import AgentStep, EventType
 from voxqueue.effects import Once
 from voxqueue.settings import MissingKeyError
+from workers.agent import confirmation
 from workers.agent import messages as msg
 from workers.agent.alert_data import alert_messages
 from workers.agent.history import History
 from workers.runtime import handoff
 from workers.runtime.stage import Stage
+from workers.toolkit.confirm import CONFIRMED_FIELD
 from workers.toolkit.taint import taint_writes
 
 #: How long a turn waiting for its session's previous turn waits between tries, in seconds.
@@ -89,16 +91,15 @@ def open_turn(stage: Stage, job: AgentStep) -> Opened | None:
     pipe.lrange(history.key, 0, -1)
     for alerts_key in alert_keys:
         pipe.lrange(alerts_key, 0, -1)
-    pipe.hget(k.turn(spec.turn_id), f"answer:{job.step}")
-    pipe.hget(k.turn(spec.turn_id), "transcript")
+    pipe.hmget(k.turn(spec.turn_id), [f"answer:{job.step}", "transcript", CONFIRMED_FIELD])
+    pipe.get(k.pending_action(spec.session_id))
     pipe.exists(k.marker(spec.turn_id, "opened"))
-    took, raw_history, *rest, reopened = pipe.execute()
+    took, raw_history, *rest, (saved, said, recorded), pending, reopened = pipe.execute()
     if not took:
         rt.redis.decr(k.deliveries(stage.task_id))
         handoff.send(rt, job, countdown=SESSION_BUSY_RETRY_S)
         return None
-    drained: list[list[bytes]] = rest[:len(alert_keys)]
-    saved, said = rest[len(alert_keys)], rest[len(alert_keys) + 1]
+    drained: list[list[bytes]] = rest
     earlier = [json.loads(item) for item in raw_history]
     if not reopened:  # (else the open calls are this turn's own, from an attempt that died)
         earlier = _valid(history, earlier, stage)
@@ -111,8 +112,16 @@ def open_turn(stage: Stage, job: AgentStep) -> Opened | None:
                               rt.settings.alerts_max_per_turn)
     text = (spec.text or "") if spec.input == "text" else (said.decode() if said else "")
     opening.append(msg.user(text))
-    once = stage.once_with_event(
-        "opened", "agent-step", {"step": 0, "alerts": len(alerts), "transcript": text})
+    # The session's pending action is answered by this turn, once: confirmed by a plain yes of
+    # the device that heard its question, else dropped.
+    confirmed = confirmation.take(stage, text, pending, recorded, bool(reopened))
+    once = stage.once_with_event("opened", "agent-step", {
+        "step": 0, "alerts": len(alerts), "transcript": text,
+        **({"confirmed": confirmed.question} if confirmed else {})})
+    if confirmed is not None:  # step 1 is the system's: the confirmed call, verbatim
+        answer = confirmation.confirmed_answer(confirmed)
+        once.call("HSET", k.turn(spec.turn_id), f"answer:{job.step}", answer)
+        saved = saved or answer
     for alerts_key, found in zip(alert_keys, drained, strict=True):
         if found:
             once.call("LTRIM", alerts_key, len(found), -1)

@@ -9,6 +9,7 @@ from celery import Task
 
 from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TIME_LIMITS
 from voxqueue.contracts import AgentStep, ErrorCode
+from workers.agent import confirmation
 from workers.agent import messages as msg
 from workers.agent.loop import run_step
 from workers.agent.opening import history_of, open_step, open_turn
@@ -64,20 +65,28 @@ def resume(self: Task, *args: Any) -> None:
             ending.fail(stage, ErrorCode.INVALID_INPUT, f"agent step refused: {problem}",
                         apologize=False)
             return
-        calls = [c["id"] for c in json.loads(previous or b"{}").get("calls", [])]
+        made = json.loads(previous or b"{}").get("calls", [])
+        calls = [c["id"] for c in made]
         limit = rt.settings.max_tool_calls_per_answer
         ran = read_outcomes(rt, ajob.turn_id, calls[:limit])
+        # A side effect held back for the person's yes: the system asks about the first one,
+        # and its question is this step's answer (the model is not asked).
+        asked = confirmation.ask(stage, made[:limit], ran)
         # Every call of the answer is answered, in call order (OpenAI refuses a history with
         # one left open): past the cap, with an error the model can act on.
-        messages = [msg.from_outcome(ran[c]) if c in ran
+        messages = [(asked.message(c, ran[c].name) if asked and c in asked.held
+                     else msg.from_outcome(ran[c])) if c in ran
                     else msg.tool_error(c, capped_message(limit) if i >= limit
                                         else "Error: this call's outcome was not recorded.")
                     for i, c in enumerate(calls)]
         # The join's wait is the tools' run (their own spans), not a queue wait.
         ready_at = max((r.started_at + r.ms / 1000 for r in ran.values()), default=None)
-        opened = open_step(stage, ajob, history.extend_in(stage.once(f"tools-{ajob.step - 1}"),
-                                                          messages),
-                           [json.loads(m) for m in raw_history], messages, saved, ready_at)
+        once = history.extend_in(stage.once(f"tools-{ajob.step - 1}"), messages)
+        if asked is not None:
+            asked.write_in(once, stage, ajob.step)
+            saved = saved or asked.answer()
+        opened = open_step(stage, ajob, once, [json.loads(m) for m in raw_history], messages,
+                           saved, ready_at)
         stage.crash_point("agent.after-results")
         run_step(stage, ajob, opened=opened)
         stage.complete()

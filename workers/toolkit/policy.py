@@ -97,15 +97,6 @@ def action_key(tool: str, arguments: Mapping[str, Any]) -> str:
                       separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def describe_action(tool: str, arguments: Mapping[str, Any], limit: int = 300) -> str:
-    """The action in words for the question to the person: "home assistant call with domain
-    "lock", service "unlock"". Cut at ``limit`` characters."""
-    shown = ", ".join(f"{k} {json.dumps(v, ensure_ascii=False, default=str)}"
-                      for k, v in arguments.items() if v not in (None, "", {}, []))
-    text = tool.replace("_", " ") + (f" with {shown}" if shown else "")
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def cap_calls(calls: Sequence[T], limit: int) -> tuple[list[T], list[T]]:
     """The calls to run (the first ``limit``, in order) and those refused beyond it."""
     keep = max(0, limit)

@@ -2,7 +2,8 @@
 
 It also applies the turn's guard (:mod:`workers.tools.guard`): a tool that reads untrusted
 content taints the turn before its result is returned, and a side effect in a tainted turn
-waits for the person's spoken yes. Only such tools touch Redis here.
+waits for the person's spoken yes to the system's own question. Only such tools touch Redis
+here.
 """
 
 from __future__ import annotations
@@ -87,12 +88,12 @@ def run_tool_call(registry: ToolRegistry, call: ToolCall, raw_arguments: str, *,
             guard = _guard()
             facts = guard.facts(call)
             call = dataclasses.replace(call, utterance=facts.text)
-            refusal = guard.admit(call, facts, tool.name, args.model_dump(
+            refusal = guard.admit(call, facts, tool, args.model_dump(
                 mode="json", by_alias=True)) if tool.side_effects else None
         except Exception as exc:  # fail closed: without the guard, neither runs
             return outcome(False, _guard_failed(call.name, exc), "guard-unavailable", parsed)
         if refusal is not None:
-            return outcome(False, refusal, "needs-confirmation", parsed)
+            return outcome(False, refusal.message, refusal.code, parsed)
     ctx = contextvars.copy_context()
     ctx.run(set_current_call, call)
     future = _pool().submit(ctx.run, _invoke, tool.fn, kwargs)
