@@ -112,6 +112,10 @@ class Keys:
         """String: the session's history holds untrusted content (set with the turn's)."""
         return f"{self.prefix}:session:{session_id}:untrusted"
 
+    def session_links(self, session_id: str) -> str:
+        """Set: links of the pages fetched in the session, which a tainted turn may follow."""
+        return f"{self.prefix}:session:{session_id}:links"
+
     def pending_actions(self, session_id: str) -> str:
         """Hash: side effects waiting for the person's yes (tool and arguments -> JSON)."""
         return f"{self.prefix}:session:{session_id}:pending-actions"

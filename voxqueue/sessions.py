@@ -104,12 +104,14 @@ class Sessions:
 
     def clear(self, session_id: str) -> bool:
         """Delete the session's history, pending alerts and accounting (and with the history,
-        its taint and the actions waiting for a yes); True if it existed."""
+        its taint, the actions waiting for a yes and the links it may follow); True if it
+        existed."""
         k = self.keys
         pipe = self.r.pipeline(transaction=True)
         pipe.zrem(k.sessions(), session_id)
         pipe.delete(k.messages(session_id), k.alerts(session_id), k.context_stats(session_id))
-        pipe.delete(k.session_untrusted(session_id), k.pending_actions(session_id))
+        pipe.delete(k.session_untrusted(session_id), k.pending_actions(session_id),
+                    k.session_links(session_id))
         removed, deleted, _ = pipe.execute()
         return bool(removed or deleted)
 
