@@ -112,10 +112,6 @@ class Keys:
         """String: the session's history holds untrusted content (set with the turn's)."""
         return f"{self.prefix}:session:{session_id}:untrusted"
 
-    def session_links(self, session_id: str) -> str:
-        """Set: links of the pages fetched in the session, which a tainted turn may follow."""
-        return f"{self.prefix}:session:{session_id}:links"
-
     def pending_actions(self, session_id: str) -> str:
         """Hash: side effects waiting for the person's yes (tool and arguments -> JSON)."""
         return f"{self.prefix}:session:{session_id}:pending-actions"
@@ -127,6 +123,10 @@ class Keys:
     def context_stats(self, session_id: str) -> str:
         """Hash: the session's token accounting (last count, limit, summaries, trims)."""
         return f"{self.prefix}:session:{session_id}:context"
+
+    def session_links(self, session_id: str) -> str:
+        """Set: links of the pages fetched in the session, which a tainted turn may follow."""
+        return f"{self.prefix}:session:{session_id}:links"
 
     # -- a device --------------------------------------------------------------------------
     def announcements(self, device: str) -> str:

@@ -104,8 +104,7 @@ class Sessions:
 
     def clear(self, session_id: str) -> bool:
         """Delete the session's history, pending alerts and accounting (and with the history,
-        its taint, the actions waiting for a yes and the links it may follow); True if it
-        existed."""
+        its taint and the actions waiting for a yes); True if it existed."""
         k = self.keys
         pipe = self.r.pipeline(transaction=True)
         pipe.zrem(k.sessions(), session_id)
