@@ -125,6 +125,10 @@ class Keys:
         """Hash: the session's token accounting (last count, limit, summaries, trims)."""
         return f"{self.prefix}:session:{session_id}:context"
 
+    def session_links(self, session_id: str) -> str:
+        """Set: links of the pages fetched in the session, which a tainted turn may follow."""
+        return f"{self.prefix}:session:{session_id}:links"
+
     # -- a device --------------------------------------------------------------------------
     def announcements(self, device: str) -> str:
         """Stream: what the server says to a device unasked (timers, alerts)."""

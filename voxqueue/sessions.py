@@ -109,7 +109,8 @@ class Sessions:
         pipe = self.r.pipeline(transaction=True)
         pipe.zrem(k.sessions(), session_id)
         pipe.delete(k.messages(session_id), k.alerts(session_id), k.context_stats(session_id))
-        pipe.delete(k.session_untrusted(session_id), k.pending_action(session_id))
+        pipe.delete(k.session_untrusted(session_id), k.pending_action(session_id),
+                    k.session_links(session_id))
         removed, deleted, _ = pipe.execute()
         return bool(removed or deleted)
 

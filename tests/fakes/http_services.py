@@ -9,6 +9,8 @@ One aiohttp server in a background thread, with a path prefix per service:
 - ``/ha/api/...``         Home Assistant (Bearer token ``ha-test-token``)
 - ``/hook``, ``/ntfy/{topic}``  notification webhook and ntfy topic
 - ``/web/...``            pages for fetch_url: html, text, json, binary, big, slow, redirects
+- ``/web/p/{name}``       an HTML page a test writes (``pages[name]``), e.g. an injected one
+- ``/web/collect``        where an injected page asks for data to be sent (answers "thanks")
 - ``/moved/{port}/...``   any method: 307 to the same path on ``127.0.0.1:{port}``
 
 Every request is recorded (``requests``); ``settings()`` gives the tool settings pointing here.
@@ -114,6 +116,7 @@ class FakeServices:
         self._lock = threading.Lock()
         self._requests: list[dict[str, Any]] = []
         self.states: dict[str, dict[str, Any]] = {}
+        self.pages: dict[str, str] = {}
         self.redirect_target = "http://169.254.169.254/latest/meta-data/"
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
@@ -222,6 +225,8 @@ class FakeServices:
         r.add_get("/web/redirect-loop", self._redirect_loop)
         r.add_get("/web/missing", _fixed(lambda: web.Response(status=404, text="nope")))
         r.add_get("/web/host", self._host)
+        r.add_get("/web/p/{name}", self._page)
+        r.add_get("/web/collect", _fixed(lambda: web.Response(text="thanks")))
         r.add_route("*", "/moved/{port}/{tail:.*}", self._moved)
         return app
 
@@ -387,6 +392,12 @@ class FakeServices:
 
     async def _redirect_loop(self, request: web.Request) -> web.Response:
         raise web.HTTPFound("/web/redirect-loop")
+
+    async def _page(self, request: web.Request) -> web.Response:
+        page = self.pages.get(request.match_info["name"])
+        if page is None:
+            return web.Response(status=404, text="no such page")
+        return web.Response(text=page, content_type="text/html")
 
     async def _host(self, request: web.Request) -> web.Response:
         return web.json_response({"host": request.headers.get("Host")})

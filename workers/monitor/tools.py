@@ -16,6 +16,7 @@ from pydantic import ValidationError
 from workers.monitor.monitors import Kind, Monitor, MonitorStore, from_settings, name_for
 from workers.monitor.schedule import RUN_CHECK, schedule_monitor, unschedule_monitor
 from workers.toolkit.context import current_call, owner, runtime
+from workers.toolkit.egress import check_model_url
 from workers.toolkit.net import Allowlist, check_url
 from workers.toolkit.registry import tool
 
@@ -129,6 +130,7 @@ def create_monitor(
             "; ".join(str(e["msg"]).removeprefix("Value error, ") for e in exc.errors())
         ) from None
     if kind in ("http", "json"):  # refuse now what the check would refuse every time
+        check_model_url(monitor.target, rt.settings, named_host=False)  # nothing leaves in it
         check_url(monitor.target, Allowlist.parse(rt.settings.url_allowlist))
     if store.get(chosen) is not None:
         raise ValueError(f"a monitor named {chosen!r} exists already: pick another name")

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from voxqueue.redaction import redact_text
 from voxqueue.settings import Settings
+from workers.toolkit.egress import check_model_urls
 from workers.toolkit.mcp_sessions import McpSessions
 from workers.toolkit.registry import Tool
 
@@ -225,6 +226,7 @@ def make_tool(
         arguments = {
             names[f]: v for f, v in kwargs.items() if not (v is None and names[f] not in required)
         }
+        check_model_urls(arguments)  # a server may open them: after a page, only known URLs
         return await call_tool(server, remote, arguments, limit, sessions, read_only)
 
     annotations = getattr(mcp_tool, "annotations", None)

@@ -1,6 +1,8 @@
-"""The web: a page's readable text, fetched through the SSRF guard, from a site the person
-named (or one ``VOXQUEUE_FETCH_ALLOWED_HOSTS`` lists): a URL the model made up from what it
-read cannot carry the person's data away."""
+"""The web: a page's readable text, fetched through the SSRF guard. Before the conversation has
+read text others wrote, only from a site the person named this turn (or one
+``VOXQUEUE_FETCH_ALLOWED_HOSTS`` lists); after, only a URL the person said or a link on a page
+read in the session, exactly (:mod:`workers.toolkit.egress`): a URL a page asked for, or one
+the model changed, is refused, so what the model knows does not leave in it."""
 
 from __future__ import annotations
 
@@ -8,13 +10,11 @@ import contextlib
 import json
 from typing import Annotated
 
-import httpx
 from pydantic import AfterValidator
 
-from voxqueue.settings import Settings
 from workers.toolkit.context import current_call, runtime
-from workers.toolkit.net import BlockedURLError, safe_get
-from workers.toolkit.policy import host_in, named_hosts, split_list
+from workers.toolkit.egress import check_model_url, links_on_page, record_links
+from workers.toolkit.net import safe_get
 from workers.toolkit.registry import tool
 from workers.tools.builtin.html_text import html_to_text
 
@@ -29,29 +29,6 @@ _TEXT_TYPES = (
     "text/xml",
     "application/xml",
 )
-
-
-def require_named_host(url: str, settings: Settings) -> None:
-    """Refuse (a PermissionError, before any lookup or read) a model-given URL whose host
-    the person did not name this turn and no setting allows, or that is not http(s).
-    Outside a turn (plain Python) no model chose it, and nothing is refused."""
-    call = current_call()
-    if call is None:
-        return
-    try:
-        parsed = httpx.URL(url)
-    except (httpx.InvalidURL, TypeError) as exc:
-        raise ValueError(f"invalid URL {url!r}: {exc}") from None
-    if parsed.scheme not in ("http", "https"):
-        raise BlockedURLError(f"only http and https URLs are fetched, not {url!r}")
-    host = parsed.host
-    if host_in(host, named_hosts(call.utterance or "")) or host_in(
-            host, split_list(settings.fetch_allowed_hosts)):
-        return
-    raise PermissionError(
-        f"{host or url} was not named by the person in this request and is not in "
-        "VOXQUEUE_FETCH_ALLOWED_HOSTS; only sites the person names are opened. Ask them to say "
-        "the site's address.")
 
 
 def _address(url: str) -> str:
@@ -79,7 +56,7 @@ def fetch_url(url: Address) -> str:
     if "://" not in target:
         target = "https://" + target
     s = runtime().settings
-    require_named_host(target, s)
+    check_model_url(target, s)
     page = safe_get(target, s, headers={"Accept": "text/html, text/plain;q=0.9, */*;q=0.5"})
     if not page.ok:
         raise RuntimeError(f"{page.url} answered HTTP {page.status}")
@@ -88,11 +65,13 @@ def fetch_url(url: Address) -> str:
         not kind and b"<html" in page.content[:2000].lower()
     ):
         title, text = html_to_text(page.text())
+        record_links(current_call(), links_on_page(page.text(), page.url, html=True))
     elif kind.startswith("text/") or kind in _TEXT_TYPES or kind.endswith("+json"):
         title, text = "", page.text()
         if "json" in kind and not page.truncated:
             with contextlib.suppress(ValueError):
                 text = json.dumps(json.loads(text), ensure_ascii=False, indent=1)
+        record_links(current_call(), links_on_page(text, page.url, html=False))
     else:
         raise ValueError(f"{page.url} is {kind or 'of an unknown type'}, not a page with text")
     body = "\n".join(line for line in (title, text.strip()) if line)
