@@ -55,6 +55,8 @@ class GatewaySettings(BaseSettings):
     """Long polls (a turn's events, announcements) one device may have waiting at once."""
     gateway_stream_max_frames: int = Field(default=8000, ge=1)
     """Frames one streamed capture may send (80 s of 10 ms frames)."""
+    gateway_stream_grace_s: float = Field(default=10.0, gt=0)
+    """A streamed capture's socket lives at most ``VOXQUEUE_MAX_AUDIO_SECONDS`` plus this."""
     gateway_ws_max_frame_bytes: int = Field(default=64 * 1024, ge=1024)
     """The largest WebSocket message the gateway reads (uvicorn's ``ws_max_size``)."""
     gateway_redis_pool: int = Field(default=200, ge=8)

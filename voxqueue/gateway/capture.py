@@ -13,7 +13,7 @@ closed after the end. The server's limits hold while the frames arrive: the stre
 turn of the device's budget when it opens, a device holds at most
 ``VOXQUEUE_GATEWAY_SOCKETS_PER_DEVICE`` of them at once, the size (in bytes and seconds) and the
 number of frames are checked at every frame, a socket lives at most the longest utterance plus
-``IDLE_S``, an idle socket is closed after ``IDLE_S``, nothing is taken once the turn has ended,
+``VOXQUEUE_GATEWAY_STREAM_GRACE_S``, an idle socket is closed after ``IDLE_S``, nothing is taken once the turn has ended,
 a revoked device's socket is closed within ``VOXQUEUE_GATEWAY_REVOCATION_CHECK_S``, and a
 device that goes away mid-utterance leaves a cancelled turn and no stream behind.
 """
@@ -51,7 +51,7 @@ async def stream_turn(gw: Gateway, ws: WebSocket) -> None:
         return
     await ws.accept()
     speech: list[SpeechStream] = []  # the turn's stream, once it has begun
-    lifetime = gw.settings.max_audio_seconds + IDLE_S
+    lifetime = gw.settings.max_audio_seconds + gw.settings.gateway_stream_grace_s
     try:
         with gw.sockets.slot(device):
             await gw.spend(device, gw.turns)  # a stream is a turn from the moment it opens
