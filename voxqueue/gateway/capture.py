@@ -13,9 +13,10 @@ closed after the end. The server's limits hold while the frames arrive: the stre
 turn of the device's budget when it opens, a device holds at most
 ``VOXQUEUE_GATEWAY_SOCKETS_PER_DEVICE`` of them at once, the size (in bytes and seconds) and the
 number of frames are checked at every frame, a socket lives at most the longest utterance plus
-``VOXQUEUE_GATEWAY_STREAM_GRACE_S``, an idle socket is closed after ``IDLE_S``, nothing is taken once the turn has ended,
-a revoked device's socket is closed within ``VOXQUEUE_GATEWAY_REVOCATION_CHECK_S``, and a
-device that goes away mid-utterance leaves a cancelled turn and no stream behind.
+``VOXQUEUE_GATEWAY_STREAM_GRACE_S``, an idle socket is closed after ``IDLE_S``, nothing is
+taken once the turn has ended, a revoked device's socket is closed within
+``VOXQUEUE_GATEWAY_REVOCATION_CHECK_S``, and a device that goes away mid-utterance leaves a
+cancelled turn and no stream behind.
 """
 
 from __future__ import annotations
