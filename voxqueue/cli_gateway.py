@@ -67,7 +67,7 @@ def gateway(
     keyfile: Annotated[str | None, typer.Option(help="TLS private key (PEM).")] = None,
 ) -> None:
     """Serve the devices' gateway (HTTP; TLS with --certfile/--keyfile, or behind a proxy)."""
-    from voxqueue.gateway.app import serve
+    from voxqueue.gateway.server import serve
 
     settings = get_settings()
     updates = {k: v for k, v in {"gateway_host": host, "gateway_port": port}.items()

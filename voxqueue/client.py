@@ -18,7 +18,7 @@ from voxqueue.errors import InputError, Unavailable
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import connect, redact
 from voxqueue.settings import Settings, get_settings
-from voxqueue.speech_stream import SpeechStream, SpeechWriter
+from voxqueue.speech_stream import BYTES_PER_S, SpeechStream, SpeechWriter
 from voxqueue.turn_handle import Turn
 from voxqueue.turns import TurnStore
 
@@ -107,8 +107,10 @@ class Client:
         spec = self._spec("audio", session, device, speak, deadline_s, turn_id=turn_id,
                           audio_key=self.keys.speech(turn_id), audio_stream=True, until=until)
         self._start(spec, None, STT_TRANSCRIBE, SttJob(turn_id=turn_id))
+        limit = min(self.settings.max_audio_bytes,
+                    int(self.settings.max_audio_seconds * BYTES_PER_S))
         writer = SpeechWriter(self.redis, self.keys.speech(turn_id),
-                              max_bytes=self.settings.max_audio_bytes,
+                              ended_key=self.keys.ended(turn_id), max_bytes=limit,
                               ttl_s=self.settings.turn_ttl_s)
         return SpeechStream(Turn(self, spec), writer)
 

@@ -150,9 +150,10 @@ class Keys:
         """Hash: device name -> when the gateway last heard from it."""
         return f"{self.prefix}:device-seen"
 
-    def device_rate(self, device: str, window: int) -> str:
-        """Counter: a device's requests in one rate-limit window."""
-        return f"{self.prefix}:device:{device}:rate:{window}"
+    def device_budget(self, device: str, what: str, span: int, window: int) -> str:
+        """Counter: what a device used of one budget (``what``) in one window of ``span``
+        seconds (the gateway's budgets per minute and per hour)."""
+        return f"{self.prefix}:device:{device}:budget:{what}:{span}:{window}"
 
     # -- monitors --------------------------------------------------------------------------
     def monitors(self) -> str:

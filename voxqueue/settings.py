@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from voxqueue.settings_gateway import GatewaySettings
 
 QUEUES: tuple[str, ...] = ("stt", "agent", "tools", "tts", "monitor")
 
@@ -27,8 +29,9 @@ class MissingKeyError(RuntimeError):
         self.variable = variable
 
 
-class Settings(BaseSettings):
-    """Everything voxqueue reads from its environment."""
+class Settings(GatewaySettings):
+    """Everything voxqueue reads from its environment (the gateway's part in
+    :mod:`voxqueue.settings_gateway`)."""
 
     model_config = SettingsConfigDict(
         env_prefix="VOXQUEUE_", env_file=".env", extra="ignore", populate_by_name=True
@@ -226,20 +229,6 @@ class Settings(BaseSettings):
     """Monitors one owner (a device, else a session) may create through the tool per hour."""
     monitor_error_window_s: float = 300.0
     """How far back the provider error-rate monitor looks, in seconds."""
-
-    # -- the device gateway (``voxqueue gateway``) ------------------------------------------------
-    gateway_url: str | None = None
-    """Where a device reaches the server (``https://host:8765``); unset: straight to Redis, for
-    a trusted single machine."""
-    device_token: SecretStr | None = None
-    """The device's own token (``voxqueue devices add NAME``), sent to the gateway."""
-    gateway_ca_file: Path | None = None
-    """The CA certificates (PEM) a device trusts for the gateway's certificate: a private CA or
-    a self-signed certificate. Unset: the system's."""
-    gateway_host: str = "127.0.0.1"
-    gateway_port: int = 8765
-    gateway_turns_per_minute: int = 30
-    """Turns (and cancels) one device may start per minute; more get 429 with Retry-After."""
 
     # -- Home Assistant's Wyoming protocol (``voxqueue wyoming``) ------------------------------
     wyoming_uri: str = "tcp://127.0.0.1:10300"

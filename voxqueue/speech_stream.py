@@ -9,8 +9,10 @@ Entries (version 1), on the turn's ``audio_key`` (a stream with the turn's TTL):
   ``spoken_until`` is the audio time of the last voiced frame when the writer knows it;
 - ``{"abort": reason}``: the writer gave up (the turn is cancelled with it).
 
-The writer refuses audio past ``max_bytes`` (``VOXQUEUE_MAX_AUDIO_BYTES``), so the stream is
-never trimmed and an STT task delivered again reads it whole from the start.
+The writer refuses audio past ``max_bytes`` (``VOXQUEUE_MAX_AUDIO_BYTES``, and no more than
+``VOXQUEUE_MAX_AUDIO_SECONDS`` of it), so the stream is never trimmed and an STT task delivered
+again reads it whole from the start. Once the turn has ended (its ``ended`` flag), nothing more
+is written: the stream, deleted with the turn's end, is never made again.
 """
 
 from __future__ import annotations
@@ -29,6 +31,16 @@ if TYPE_CHECKING:
 
 #: Audio is written in pieces of at least this many bytes (0.1 s).
 PIECE_BYTES = SAMPLE_RATE * SAMPLE_WIDTH // 10
+BYTES_PER_S = SAMPLE_RATE * SAMPLE_WIDTH
+
+# Append one entry unless the turn has ended, and keep the stream's expiry.
+# KEYS: the stream, the turn's ended flag. ARGV: the TTL, then the entry's fields and values.
+_APPEND = """
+if redis.call('exists', KEYS[2]) == 1 then return 0 end
+redis.call('xadd', KEYS[1], '*', unpack(ARGV, 2))
+redis.call('expire', KEYS[1], ARGV[1])
+return 1
+"""
 
 
 @dataclass(frozen=True)
@@ -67,14 +79,17 @@ def read(r: redis.Redis, key: str, after: str, block_ms: int) -> list[Piece]:
 class SpeechWriter:
     """Writes one command's audio to its stream as it is captured."""
 
-    def __init__(self, r: redis.Redis, key: str, *, max_bytes: int, ttl_s: int) -> None:
+    def __init__(self, r: redis.Redis, key: str, *, ended_key: str, max_bytes: int,
+                 ttl_s: int) -> None:
         self.r = r
         self.key = key
+        self.ended_key = ended_key
         self.max_bytes = max_bytes
         self.ttl_s = ttl_s
         self.written = 0
         self.closed = False
         self._piece = bytearray()
+        self._append = r.register_script(_APPEND)
 
     @property
     def seconds(self) -> float:
@@ -86,20 +101,24 @@ class SpeechWriter:
             raise AudioError("audio-invalid", "the command's audio has already ended")
         if self.written + len(self._piece) + len(pcm) > self.max_bytes:
             raise AudioError("audio-too-large", f"the audio is over the limit of "
-                             f"{self.max_bytes} bytes (VOXQUEUE_MAX_AUDIO_BYTES)")
+                             f"{self.max_bytes} bytes ({self.max_bytes / BYTES_PER_S:g} s; "
+                             f"VOXQUEUE_MAX_AUDIO_BYTES, VOXQUEUE_MAX_AUDIO_SECONDS)")
         self._piece += pcm
         if len(self._piece) >= PIECE_BYTES:
             self.flush()
 
     def flush(self) -> None:
+        """Write the audio held so far; :class:`AudioError` once the turn has ended."""
         if self._piece:
-            pipe = self.r.pipeline(transaction=False)
-            pipe.xadd(self.key, {"pcm": bytes(self._piece)})
-            if self.written == 0:
-                pipe.expire(self.key, self.ttl_s)
-            pipe.execute()
+            if not self._write("pcm", bytes(self._piece)):
+                self.closed = True
+                raise AudioError("turn-ended", "the turn has ended: no more audio is taken")
             self.written += len(self._piece)
             self._piece.clear()
+
+    def _write(self, *fields: str | bytes) -> bool:
+        return bool(self._append(keys=[self.key, self.ended_key],
+                                 args=[self.ttl_s, *fields]))
 
     def end(self, spoken_until: float | None = None) -> None:
         """The command is complete."""
@@ -117,10 +136,7 @@ class SpeechWriter:
         if self.closed:
             return
         self.closed = True
-        pipe = self.r.pipeline(transaction=False)
-        pipe.xadd(self.key, fields)
-        pipe.expire(self.key, self.ttl_s)
-        pipe.execute()
+        self._write(*(item for pair in fields.items() for item in pair))
 
 
 class SpeechStream:

@@ -62,11 +62,13 @@ class Gateway:
 
 
 @contextlib.contextmanager
-def running_gateway(system, log_dir: Path, *tls: str) -> Iterator[Gateway]:
-    """``voxqueue gateway`` in its own process (``tls``: its --certfile/--keyfile options)."""
+def running_gateway(system, log_dir: Path, *tls: str, **settings: str) -> Iterator[Gateway]:
+    """``voxqueue gateway`` in its own process (``tls``: its --certfile/--keyfile options;
+    ``settings``: more of its environment)."""
     port = free_port()
     env = {**system.env, "VOXQUEUE_GATEWAY_TURNS_PER_MINUTE": str(TURNS_PER_MINUTE),
-           "VOXQUEUE_MAX_AUDIO_BYTES": str(MAX_AUDIO_BYTES), "VOXQUEUE_MAX_DEADLINE_S": "120"}
+           "VOXQUEUE_MAX_AUDIO_BYTES": str(MAX_AUDIO_BYTES), "VOXQUEUE_MAX_DEADLINE_S": "120",
+           **settings}
     log_path = log_dir / "gateway.log"
     log = log_path.open("wb")
     proc = subprocess.Popen([*VOXQUEUE, "gateway", "--port", str(port), *tls], env=env,

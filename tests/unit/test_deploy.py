@@ -180,6 +180,18 @@ def test_the_gateway_is_shipped_as_the_devices_way_in():
     assert "gateway" in (DEPLOY / "Dockerfile.workers").read_text()
 
 
+def test_compose_serves_the_gateway_over_tls_and_caps_redis_memory():
+    """Tokens never cross the network in clear from compose's gateway, and Redis has a memory
+    cap with noeviction (refuse writes at the cap, never drop a queued job or a turn)."""
+    doc = compose()
+    gateway = doc["services"]["gateway"]["command"]
+    assert flag(gateway, "--certfile") == "/run/secrets/gateway_cert"
+    assert flag(gateway, "--keyfile") == "/run/secrets/gateway_key"
+    assert set(doc["secrets"]) >= {"gateway_cert", "gateway_key"}
+    redis_cmd = doc["services"]["redis"]["command"]
+    assert flag(redis_cmd, "--maxmemory") and flag(redis_cmd, "--maxmemory-policy") == "noeviction"
+
+
 @pytest.mark.skipif(shutil.which("docker") is None, reason="no docker client")
 def test_docker_compose_config_accepts_the_file():
     probe = subprocess.run(["docker", "compose", "version"], capture_output=True)

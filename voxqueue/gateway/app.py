@@ -3,7 +3,9 @@
 Every request carries a device token (``Authorization: Bearer …``); the device's name comes
 from the token, never from the request. A device starts turns (text or audio), follows and
 cancels its own turns, and reads its own announcements; it never touches Redis. Limits are the
-server's: text length, audio size and length, deadline ceiling, turns per minute.
+server's: text length, audio size and length, deadline ceiling, and budgets per device (turns,
+characters read aloud, seconds of speech, per minute and per hour; long polls and sockets open
+at once), each refused with 429 and Retry-After.
 
 Following a stream is a long poll (``?after=ID&wait_ms=…``): each answer says where to go on
 from, so a device that lost its connection resumes where it was and misses nothing.
@@ -33,10 +35,11 @@ from voxqueue.contracts.gateway import (
     TurnCreated,
 )
 from voxqueue.devices import DeviceRegistry
+from voxqueue.gateway.access import Access, bearer
 from voxqueue.gateway.capture import stream_turn
-from voxqueue.gateway.limits import RateLimiter
-from voxqueue.gateway.rules import Refused, session_of
-from voxqueue.gateway.streams import read_after
+from voxqueue.gateway.limits import Budgets, InFlight, Limit
+from voxqueue.gateway.rules import Refused, deadline_of, rate_of, session_of
+from voxqueue.gateway.streams import forget_read, read_after
 from voxqueue.settings import Settings
 from voxqueue.turns import TurnNotFound
 
@@ -49,18 +52,32 @@ Handler = Callable[[Request, str], Awaitable[Response]]
 
 
 class Gateway:
-    """The handlers and what they share: one client, the device registry, the rate limiter."""
+    """The handlers and what they share: one client, the device registry, the budgets."""
 
     def __init__(self, settings: Settings) -> None:
-        self.settings = settings
+        self.settings = s = settings
         self.client = Client(settings)
         self.devices = DeviceRegistry(self.client.redis, self.client.keys)
-        self.limiter = RateLimiter(self.client.redis, self.client.keys,
-                                   settings.gateway_turns_per_minute)
-        self.aredis = aioredis.Redis.from_url(settings.redis_url)
+        self.budgets = Budgets(self.client.redis, self.client.keys)
+        self.turns = Limit("turns", "turns", s.gateway_turns_per_minute, s.gateway_turns_per_hour)
+        self.speak_chars = Limit("speak-chars", "characters", s.gateway_speak_chars_per_minute,
+                                 s.gateway_speak_chars_per_hour)
+        self.audio_seconds = Limit("audio-seconds", "seconds of speech",
+                                   s.gateway_audio_seconds_per_minute,
+                                   s.gateway_audio_seconds_per_hour)
+        self.polls = InFlight("long polls", s.gateway_polls_per_device)
+        self.sockets = InFlight("streams", s.gateway_sockets_per_device)
+        # Every wait is cut in slices of under a second: the timeout is far above the longest.
+        self.aredis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
+            s.redis_url, max_connections=s.gateway_redis_pool, timeout=5,
+            socket_timeout=MAX_WAIT_MS / 1000 + 20, socket_connect_timeout=5))
+        self.health_redis = aioredis.Redis.from_url(s.redis_url, max_connections=2,
+                                                    socket_timeout=5, socket_connect_timeout=5)
+        self.access = Access(self.aredis, self.client.keys, s.gateway_revocation_check_s)
 
     async def close(self) -> None:
         await self.aredis.aclose()
+        await self.health_redis.aclose()
         self.client.close()
 
     # -- the device behind a request ----------------------------------------------------------
@@ -81,26 +98,24 @@ class Gateway:
         return endpoint
 
     async def _device(self, request: Request) -> str:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not token:
+        token = bearer(request.headers.get("authorization", ""))
+        if token is None:
             raise Refused(401, "unauthenticated", "send Authorization: Bearer <device token>")
-        device = await anyio.to_thread.run_sync(self.devices.authenticate, token.strip())
+        device = await anyio.to_thread.run_sync(self.devices.authenticate, token)
         if device is None:
             raise Refused(401, "unauthenticated", "unknown or revoked device token")
         await anyio.to_thread.run_sync(self.devices.seen, device)
+        request.state.token = token
         return device
 
-    def _rate(self, device: str) -> None:
-        retry_after = self.limiter.hit(device)
-        if retry_after:
-            raise Refused(429, "rate-limited", f"more than {self.limiter.per_minute} turns a "
-                          "minute from this device", {"Retry-After": str(retry_after)})
+    async def spend(self, device: str, limit: Limit, cost: float = 1, *,
+                    refuse: bool = True) -> None:
+        """Count ``cost`` of the device's budget; 429 with Retry-After when it is over."""
+        await anyio.to_thread.run_sync(
+            lambda: self.budgets.spend(device, limit, cost, refuse=refuse))
 
-    def _deadline(self, asked: float | None) -> float | None:
-        if asked is not None and asked > self.settings.max_deadline_s:
-            raise Refused(400, "invalid-input", f"deadline_s {asked} is over the server's "
-                          f"ceiling of {self.settings.max_deadline_s} s")
-        return asked
+    def _deadline(self, asked: float | str | None) -> float | None:
+        return deadline_of(asked, self.settings.max_deadline_s)
 
     def _own_turn(self, device: str, turn_id: str) -> TurnSpec:
         """The turn's spec, if the turn is this device's: another's is as good as unknown."""
@@ -114,7 +129,7 @@ class Gateway:
 
     # -- handlers -----------------------------------------------------------------------------
     async def _text_request(self, request: Request) -> TextTurnRequest:
-        body = await read_body(request, MAX_JSON_BYTES)
+        body = await self.read_body(request, MAX_JSON_BYTES)
         try:
             asked = TextTurnRequest.model_validate_json(body)
         except ValidationError as exc:
@@ -123,54 +138,69 @@ class Gateway:
         if len(asked.text) > self.settings.max_text_chars:
             raise Refused(413, "text-too-long", f"the text has {len(asked.text)} characters, "
                           f"over the limit of {self.settings.max_text_chars}")
+        self._deadline(asked.deadline_s)
         return asked
+
+    async def read_body(self, request: Request, limit: int) -> bytes:
+        """The body, within ``limit`` bytes and ``VOXQUEUE_GATEWAY_BODY_TIMEOUT_S``."""
+        with anyio.move_on_after(self.settings.gateway_body_timeout_s):
+            return await read_body(request, limit)
+        raise Refused(408, "too-slow", f"the body took over "
+                      f"{self.settings.gateway_body_timeout_s:g} s")
 
     async def text_turn(self, request: Request, device: str) -> Response:
         asked = await self._text_request(request)
-        deadline = self._deadline(asked.deadline_s)
-        self._rate(device)
+        await self.spend(device, self.turns)
         turn = await anyio.to_thread.run_sync(lambda: self.client.ask(
             asked.text, session=session_of(device, asked.session), device=device,
-            speak=asked.speak, deadline_s=deadline))
+            speak=asked.speak, deadline_s=asked.deadline_s))
         return created(turn)
 
     async def speak(self, request: Request, device: str) -> Response:
         """Text said as it is, on this device only (an announcement read aloud)."""
         asked = await self._text_request(request)
-        deadline = self._deadline(asked.deadline_s)
-        self._rate(device)
+        await self.spend(device, self.turns)
+        await self.spend(device, self.speak_chars, len(asked.text))
         turn = await anyio.to_thread.run_sync(lambda: self.client.speak(
             asked.text, device=device, session=session_of(device, asked.session),
-            deadline_s=deadline))
+            deadline_s=asked.deadline_s))
         return created(turn)
 
     async def audio_turn(self, request: Request, device: str) -> Response:
         q = request.query_params
-        session = q.get("session")
-        session_of(device, session)  # refused early when malformed
-        try:
-            deadline = self._deadline(float(q["deadline_s"])) if "deadline_s" in q else None
-            rate = int(q["rate"]) if "rate" in q else None
-        except ValueError as exc:
-            raise Refused(400, "invalid-input", f"bad query parameter: {exc}") from exc
-        body = await read_body(request, self.settings.max_audio_bytes)
-        self._rate(device)
+        session = session_of(device, q.get("session"))
+        deadline = self._deadline(q.get("deadline_s"))
+        rate = rate_of(q.get("rate"), None)
+        await self.spend(device, self.turns)
+        await self.spend(device, self.audio_seconds, 0)  # refused when used up already
+        body = await self.read_body(request, self.settings.max_audio_bytes)
         speak = q.get("speak", "true").lower() != "false"
         turn = await anyio.to_thread.run_sync(lambda: self.client.say(
-            body, session=session_of(device, session), device=device, speak=speak,
-            deadline_s=deadline, pcm_rate=rate))
+            body, session=session, device=device, speak=speak, deadline_s=deadline,
+            pcm_rate=rate))
+        await self.spend(device, self.audio_seconds, turn.spec.audio_seconds or 0, refuse=False)
         return created(turn)
 
     async def turn_events(self, request: Request, device: str) -> Response:
         turn_id = request.path_params["turn_id"]
         await anyio.to_thread.run_sync(self._own_turn, device, turn_id)
         after, wait_ms = _poll_params(request, default_after="0")
-        entries = await read_after(self.aredis, self.client.keys.events(turn_id), after, wait_ms)
+        stream = self.client.keys.events(turn_id)
+        with self.polls.slot(device):
+            await forget_read(self.aredis, stream, after, False, self.settings.gateway_reply_ttl_s)
+            entries = await read_after(self.aredis, stream, after, wait_ms,
+                                       self._still(device, request))
+        if any(e.event.get("type") == "run-end" for e in entries.entries):
+            await forget_read(self.aredis, stream, None, True, self.settings.gateway_reply_ttl_s)
         return JSONResponse(entries.model_dump(mode="json"))
+
+    def _still(self, device: str, request: Request) -> Callable[[], Awaitable[None]]:
+        return lambda: self.access.still(device, request.state.token)
 
     async def cancel_turn(self, request: Request, device: str) -> Response:
         turn_id = request.path_params["turn_id"]
         spec = await anyio.to_thread.run_sync(self._own_turn, device, turn_id)
+        await self.spend(device, self.turns)
         cancelled = await anyio.to_thread.run_sync(lambda: Turn(self.client, spec).cancel(
             "cancelled by the device"))
         return JSONResponse({"v": 1, "turn_id": turn_id, "cancelled": cancelled},
@@ -179,10 +209,12 @@ class Gateway:
     async def announcements(self, request: Request, device: str) -> Response:
         stream = self.client.keys.announcements(device)
         after, wait_ms = _poll_params(request, default_after=None)
-        if after is None:  # the first read starts after the newest entry
-            newest: Any = await self.aredis.xrevrange(stream, count=1)
-            after = newest[0][0].decode() if newest else "0-0"
-        entries: Entries = await read_after(self.aredis, stream, after, wait_ms)
+        with self.polls.slot(device):
+            if after is None:  # the first read starts after the newest entry
+                newest: Any = await self.aredis.xrevrange(stream, count=1)
+                after = newest[0][0].decode() if newest else "0-0"
+            entries: Entries = await read_after(self.aredis, stream, after, wait_ms,
+                                                self._still(device, request))
         return JSONResponse(entries.model_dump(mode="json"))
 
 
@@ -192,7 +224,7 @@ def create_app(settings: Settings) -> Starlette:
 
     async def health(request: Request) -> Response:
         try:
-            ok = await gw.aredis.ping()
+            ok = await gw.health_redis.ping()
         except redis.RedisError:
             ok = False
         return JSONResponse({"v": 1, "ok": bool(ok)}, status_code=200 if ok else 503)
@@ -262,12 +294,3 @@ def error(status: int, code: str, message: str,
           headers: dict[str, str] | None = None) -> Response:
     return JSONResponse(GatewayError(code=code, message=message).model_dump(mode="json"),
                         status_code=status, headers=headers)
-
-
-def serve(settings: Settings, *, certfile: str | None = None, keyfile: str | None = None) -> None:
-    """Run the gateway (uvicorn), with TLS when a certificate is given."""
-    import uvicorn
-
-    uvicorn.run(create_app(settings), host=settings.gateway_host, port=settings.gateway_port,
-                ssl_certfile=certfile, ssl_keyfile=keyfile, log_level="info",
-                proxy_headers=True, server_header=False)

@@ -7,24 +7,31 @@ frame), or ``{"type": "cancel"}`` to drop it. At 16 kHz the turn starts with the
 and the frames go on to the turn's speech stream as they arrive, so speech to text runs while
 the person speaks; the gateway says ``{"type": "turn", "turn_id", "session_id", "deadline"}``
 at once (the device may follow the turn's events, partial transcripts included, meanwhile).
-At another rate the frames are collected and the turn starts at the end. A refusal is
-``{"type": "error", "code", "message"}``; the socket is closed after the end. The server's
-limits hold while the frames arrive: the size is checked at every frame, an idle socket is
-closed after ``IDLE_S``, and a device that goes away mid-utterance leaves a cancelled turn
-and no stream behind.
+At another rate the frames are collected (no more than the limits' seconds at that rate) and
+the turn starts at the end. A refusal is ``{"type": "error", "code", "message"}``; the socket is
+closed after the end. The server's limits hold while the frames arrive: the stream counts as a
+turn of the device's budget when it opens, a device holds at most
+``VOXQUEUE_GATEWAY_SOCKETS_PER_DEVICE`` of them at once, the size (in bytes and seconds) and the
+number of frames are checked at every frame, a socket lives at most the longest utterance plus
+``VOXQUEUE_GATEWAY_STREAM_GRACE_S``, an idle socket is closed after ``IDLE_S``, nothing is
+taken once the turn has ended, a revoked device's socket is closed within
+``VOXQUEUE_GATEWAY_REVOCATION_CHECK_S``, and a device that goes away mid-utterance leaves a
+cancelled turn and no stream behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from typing import TYPE_CHECKING, Any
 
 import anyio
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from voxqueue.audio import SAMPLE_RATE
+from voxqueue.audio import SAMPLE_RATE, SAMPLE_WIDTH
 from voxqueue.client import InputError, Turn, Unavailable
-from voxqueue.gateway.rules import Refused, session_of
+from voxqueue.gateway.access import bearer
+from voxqueue.gateway.rules import Refused, rate_of, session_of
 from voxqueue.speech_stream import SpeechStream
 
 if TYPE_CHECKING:
@@ -38,71 +45,97 @@ POLICY, TOO_BIG, REFUSED = 1008, 1009, 4400
 
 async def stream_turn(gw: Gateway, ws: WebSocket) -> None:
     """One utterance in frames, one turn out."""
-    token = ws.headers.get("authorization", "").partition(" ")[2].strip()
+    token = bearer(ws.headers.get("authorization", ""))
     device = await anyio.to_thread.run_sync(gw.devices.authenticate, token) if token else None
-    if device is None:
+    if device is None or token is None:
         await ws.close(code=POLICY)  # before accepting: the handshake is refused (403)
         return
     await ws.accept()
-    q = ws.query_params
-    speech: SpeechStream | None = None
+    speech: list[SpeechStream] = []  # the turn's stream, once it has begun
+    lifetime = gw.settings.max_audio_seconds + gw.settings.gateway_stream_grace_s
     try:
-        rate = int(q.get("rate", "16000"))
-        deadline = gw._deadline(float(q["deadline_s"])) if "deadline_s" in q else None
-        session, speak = session_of(device, q.get("session")), q.get("speak", "true") != "false"
-        if rate != SAMPLE_RATE:
-            await _buffered(gw, ws, device, rate, session, speak, deadline)
-            return
-        first = await _next(ws)
-        if not isinstance(first, bytes):  # ended or cancelled before any audio
-            raise Refused(400, "invalid-input", "no audio before the end")
-        gw._rate(device)
-        speech = await anyio.to_thread.run_sync(lambda: gw.client.stream(
-            session=session, device=device, speak=speak, deadline_s=deadline))
-        await _send(ws, speech.turn)
-        frame: bytes | dict[str, Any] = first
-        while isinstance(frame, bytes):
-            await anyio.to_thread.run_sync(speech.write, frame)
-            frame = await _next(ws)
-        if frame.get("type") == "cancel":
-            await anyio.to_thread.run_sync(speech.abort, "cancelled by the device")
-        else:
-            until = frame.get("spoken_until")
-            await anyio.to_thread.run_sync(
-                speech.end, float(until) if isinstance(until, int | float) else None)
+        with gw.sockets.slot(device):
+            await gw.spend(device, gw.turns)  # a stream is a turn from the moment it opens
+            await gw.spend(device, gw.audio_seconds, 0)
+            await gw.access.while_allowed(device, token, lifetime,
+                                          lambda: _capture(gw, ws, device, speech))
         await ws.close()
     except BaseException as exc:
-        if speech is not None and not speech.writer.closed:  # the turn goes with its stream
+        if speech and not speech[0].writer.closed:  # the turn goes with its stream
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(speech.abort, f"the device's stream failed: "
-                                                             f"{exc.__class__.__name__}")
+                await anyio.to_thread.run_sync(speech[0].abort, f"the device's stream failed: "
+                                                                f"{exc.__class__.__name__}")
         await _refused(ws, exc)
 
 
-async def _buffered(gw: Gateway, ws: WebSocket, device: str, rate: int, session: str,
-                    speak: bool, deadline: float | None) -> None:
-    """Audio at another rate: collected, converted, and the turn started at the end."""
-    pcm = await _frames(ws, gw.settings.max_audio_bytes)
-    if pcm is None:
-        await ws.close()
+async def _capture(gw: Gateway, ws: WebSocket, device: str, speech: list[SpeechStream]) -> None:
+    q = ws.query_params
+    rate = rate_of(q.get("rate"), SAMPLE_RATE)
+    deadline = gw._deadline(q.get("deadline_s"))
+    session, speak = session_of(device, q.get("session")), q.get("speak", "true") != "false"
+    frames = Frames(gw.settings.gateway_stream_max_frames)
+    if rate != SAMPLE_RATE:
+        await _buffered(gw, ws, device, rate or SAMPLE_RATE, session, speak, deadline, frames)
         return
-    gw._rate(device)
+    first = await frames.next(ws)
+    if not isinstance(first, bytes):  # ended or cancelled before any audio
+        raise Refused(400, "invalid-input", "no audio before the end")
+    speech.append(await anyio.to_thread.run_sync(lambda: gw.client.stream(
+        session=session, device=device, speak=speak, deadline_s=deadline)))
+    stream = speech[0]
+    await _send(ws, stream.turn)
+    frame: bytes | dict[str, Any] = first
+    while isinstance(frame, bytes):
+        await anyio.to_thread.run_sync(stream.write, frame)
+        frame = await frames.next(ws)
+    if frame.get("type") == "cancel":
+        await anyio.to_thread.run_sync(stream.abort, "cancelled by the device")
+    else:
+        until = frame.get("spoken_until")
+        await anyio.to_thread.run_sync(
+            stream.end, float(until) if isinstance(until, int | float) else None)
+    await gw.spend(device, gw.audio_seconds, stream.writer.seconds, refuse=False)
+
+
+async def _buffered(gw: Gateway, ws: WebSocket, device: str, rate: int, session: str,
+                    speak: bool, deadline: float | None, frames: Frames) -> None:
+    """Audio at another rate: collected, converted, and the turn started at the end."""
+    limit = min(gw.settings.max_audio_bytes,
+                int(gw.settings.max_audio_seconds * rate * SAMPLE_WIDTH))
+    pcm = await _frames(ws, limit, frames)
+    if pcm is None:
+        return
     turn = await anyio.to_thread.run_sync(lambda: gw.client.say(
         pcm, session=session, device=device, pcm_rate=rate, speak=speak, deadline_s=deadline))
+    await gw.spend(device, gw.audio_seconds, turn.spec.audio_seconds or 0, refuse=False)
     await _send(ws, turn)
-    await ws.close()
 
 
-async def _frames(ws: WebSocket, limit: int) -> bytes | None:
+async def _frames(ws: WebSocket, limit: int, frames: Frames) -> bytes | None:
     """The utterance's PCM, or None when the device cancelled it."""
     chunks: list[bytes] = []
     size = 0
-    while isinstance(frame := await _next(ws), bytes):
+    while isinstance(frame := await frames.next(ws), bytes):
         size += len(frame)
         if size > limit:
-            raise Refused(413, "too-large", f"the audio is over the limit of {limit} bytes")
+            raise Refused(413, "too-large", f"the audio is over the limit of {limit} bytes "
+                          f"(at most the limits' seconds at this rate)")
         chunks.append(frame)
     return None if frame.get("type") == "cancel" else b"".join(chunks)
+
+
+class Frames:
+    """The socket's frames, counted: no more than ``limit``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count = 0
+
+    async def next(self, ws: WebSocket) -> bytes | dict[str, Any]:
+        self.count += 1
+        if self.count > self.limit:
+            raise Refused(413, "too-many-frames", f"a stream sends at most {self.limit} frames")
+        return await _next(ws)
 
 
 async def _send(ws: WebSocket, turn: Turn) -> None:
@@ -114,7 +147,8 @@ async def _send(ws: WebSocket, turn: Turn) -> None:
 async def _refused(ws: WebSocket, exc: BaseException) -> None:
     """Tell the device why its stream was refused (when it is still there), or re-raise."""
     if isinstance(exc, Refused):
-        await _refuse(ws, exc.code, exc.message, TOO_BIG if exc.status == 413 else REFUSED)
+        await _refuse(ws, exc.code, exc.message, TOO_BIG if exc.status == 413 else
+                      POLICY if exc.status == 401 else REFUSED, exc.headers)
     elif isinstance(exc, InputError):
         await _refuse(ws, "too-large" if exc.code == "audio-too-large" else exc.code, str(exc),
                       TOO_BIG if exc.code == "audio-too-large" else REFUSED)
@@ -142,6 +176,11 @@ async def _next(ws: WebSocket) -> bytes | dict[str, Any]:
     return control
 
 
-async def _refuse(ws: WebSocket, code: str, message: str, close_code: int) -> None:
-    await ws.send_text(json.dumps({"v": 1, "type": "error", "code": code, "message": message}))
-    await ws.close(code=close_code)
+async def _refuse(ws: WebSocket, code: str, message: str, close_code: int,
+                  headers: dict[str, str] | None = None) -> None:
+    said: dict[str, Any] = {"v": 1, "type": "error", "code": code, "message": message}
+    if headers and "Retry-After" in headers:
+        said["retry_after"] = int(headers["Retry-After"])
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError):  # unless it went away
+        await ws.send_text(json.dumps(said))
+        await ws.close(code=close_code)

@@ -3,13 +3,14 @@ with the device's token, and no Redis at all."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import ssl
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 
@@ -24,6 +25,29 @@ if TYPE_CHECKING:
     from websockets.sync.client import ClientConnection
 
 
+def refuse_plain_http(url: str, allowed: bool) -> None:
+    """A device's token goes over ``https://``, or ``http://`` to this machine only, unless
+    plain HTTP was allowed (``VOXQUEUE_GATEWAY_ALLOW_HTTP``): :class:`ValueError` otherwise."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"VOXQUEUE_GATEWAY_URL must be https:// (got {parts.scheme}://)")
+    if parts.scheme == "https" or allowed or _loopback(parts.hostname or ""):
+        return
+    raise ValueError(f"VOXQUEUE_GATEWAY_URL is plain http:// to {parts.hostname}: the device's "
+                     f"token would cross the network in clear. Use https:// (the gateway's "
+                     f"--certfile/--keyfile, or a TLS proxy), or set "
+                     f"VOXQUEUE_GATEWAY_ALLOW_HTTP=true on a network you trust")
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class GatewayClient:
     """Starts turns through the gateway and follows them. Thread-safe; reuse one per process.
 
@@ -33,6 +57,7 @@ class GatewayClient:
     def __init__(self, settings: Settings) -> None:
         if not settings.gateway_url or settings.device_token is None:
             raise ValueError("set VOXQUEUE_GATEWAY_URL and VOXQUEUE_DEVICE_TOKEN")
+        refuse_plain_http(settings.gateway_url, settings.gateway_allow_http)
         self.settings = settings
         token = settings.device_token.get_secret_value()
         self.tls = (ssl.create_default_context(cafile=str(settings.gateway_ca_file))
