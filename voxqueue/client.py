@@ -61,8 +61,9 @@ class Client:
                 f"the text has {len(text)} characters, over the limit of "
                 f"{self.settings.max_text_chars} (VOXQUEUE_MAX_TEXT_CHARS)",
             )
-        scope = {} if effects_allowed is None else {"effects_allowed": tuple(effects_allowed)}
-        spec = self._spec("text", session, device, speak, deadline_s, text=text, **scope)
+        spec = self._spec("text", session, device, speak, deadline_s, text=text,
+                          effects_allowed=None if effects_allowed is None
+                          else tuple(effects_allowed))
         self._start(spec, None, AGENT_STEP, AgentStep(turn_id=spec.turn_id, step=1))
         return Turn(self, spec)
 
