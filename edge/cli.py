@@ -90,6 +90,9 @@ def edge_command(
     quiet: Annotated[
         bool, typer.Option(help="Show only transcripts, replies and problems.")
     ] = False,
+    trusted_host: Annotated[bool, typer.Option(
+        "--trusted-host", help="This host may hold the Redis password: reach a Redis on "
+        "another machine without the gateway (VOXQUEUE_EDGE_DIRECT_REDIS).")] = False,
     json_lines: Annotated[bool, typer.Option(
         "--json", help="Print one JSON line per command on stdout: its status, transcript, "
         "reply and timings (speech end to first audio, endpoint wait, transcript).")] = False,
@@ -100,7 +103,7 @@ def edge_command(
     from edge.device import Device
     from edge.display import Display
     from edge.player import Player, PlayerError, SpeakerOutput, WavDirOutput
-    from edge.settings import EdgeSettings
+    from edge.settings import EdgeSettings, direct_redis_problem
     from edge.sources import MicSource, SourceError, StdinSource, WavSource
     from voxqueue.settings import get_settings
 
@@ -134,6 +137,7 @@ def edge_command(
         "earcons": earcons,
         "input_device": input_device,
         "output_device": output_device,
+        "direct_redis": trusted_host or None,
     }
     try:
         edge = EdgeSettings(**{k: v for k, v in overrides.items() if v is not None})
@@ -141,6 +145,11 @@ def edge_command(
         for problem in exc.errors():
             err.warn(f"{'.'.join(str(p) for p in problem['loc'])}: {problem['msg']}")
         raise typer.Exit(2) from exc
+    settings = get_settings()
+    refusal = direct_redis_problem(settings.redis_url, settings.gateway_url, edge.direct_redis)
+    if refusal is not None:
+        err.warn(refusal)
+        raise typer.Exit(2)
     try:
         if wav is not None:
             source: Any = WavSource(wav, realtime=realtime)
@@ -156,7 +165,7 @@ def edge_command(
         raise typer.Exit(2) from exc
     dev = Device(
         edge,
-        get_settings(),
+        settings,
         source,
         Player(output, realtime=source.live),
         err,

@@ -1,13 +1,19 @@
 """The edge device's settings: environment variables with the prefix ``VOXQUEUE_EDGE_``.
 
-Redis and the key prefix come from voxqueue's own settings (``VOXQUEUE_REDIS_URL``...).
+The server comes from voxqueue's own settings: the gateway with the device's token
+(``VOXQUEUE_GATEWAY_URL``, ``VOXQUEUE_DEVICE_TOKEN``), or a Redis on this machine; a device never
+holds the password of a Redis elsewhere unless its host is declared trusted
+(:func:`direct_redis_problem`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import re
 import socket
 from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -91,6 +97,9 @@ class EdgeSettings(BaseSettings):
     input_device: str | None = None
     """sounddevice input device (name or index); None: the system default."""
     output_device: str | None = None
+    direct_redis: bool = False
+    """This host is trusted with the Redis password (a server running its own edge): reach a
+    Redis that is not on this machine without the gateway (``--trusted-host``)."""
 
     @field_validator("wake_words", mode="before")
     @classmethod
@@ -119,3 +128,24 @@ class EdgeSettings(BaseSettings):
     @property
     def trailing_silence_s(self) -> float:
         return silence_seconds(self.silence)
+
+
+def direct_redis_problem(redis_url: str, gateway_url: str | None, trusted: bool) -> str | None:
+    """Why a device may not use these settings: it would hold the Redis password (the master
+    credential) of a server elsewhere. None with a gateway, a Redis on this machine, or a host
+    declared trusted."""
+    if gateway_url or trusted:
+        return None
+    parts = urlsplit(redis_url)
+    host = parts.hostname
+    if parts.scheme == "unix" or host is None or host == "localhost":
+        return None
+    with contextlib.suppress(ValueError):
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    return (f"refusing to reach Redis at {host} from a device: its URL is the server's master "
+            "credential (everything in Redis, every device's turns). A device goes through "
+            "the gateway with its own token: on the server run `voxqueue devices add NAME`, "
+            "then set VOXQUEUE_GATEWAY_URL=https://SERVER:8765 and VOXQUEUE_DEVICE_TOKEN=<the "
+            "token> here (and unset VOXQUEUE_REDIS_URL). If this host is trusted with the "
+            "Redis password, pass --trusted-host or set VOXQUEUE_EDGE_DIRECT_REDIS=1.")

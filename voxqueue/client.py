@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -41,8 +42,10 @@ class Client:
 
     # -- starting turns ------------------------------------------------------------------------
     def ask(self, text: str | bytes, *, session: str | None = None, device: str | None = None,
-            speak: bool = True, deadline_s: float | None = None) -> Turn:
-        """Start a turn from text."""
+            speak: bool = True, deadline_s: float | None = None,
+            effects_allowed: Sequence[str] | None = None) -> Turn:
+        """Start a turn from text; ``effects_allowed``: the only side-effecting tools it may
+        run (None: all the workers offer)."""
         if isinstance(text, bytes):
             try:
                 text = text.decode("utf-8")
@@ -58,7 +61,9 @@ class Client:
                 f"the text has {len(text)} characters, over the limit of "
                 f"{self.settings.max_text_chars} (VOXQUEUE_MAX_TEXT_CHARS)",
             )
-        spec = self._spec("text", session, device, speak, deadline_s, text=text)
+        spec = self._spec("text", session, device, speak, deadline_s, text=text,
+                          effects_allowed=None if effects_allowed is None
+                          else tuple(effects_allowed))
         self._start(spec, None, AGENT_STEP, AgentStep(turn_id=spec.turn_id, step=1))
         return Turn(self, spec)
 

@@ -234,10 +234,9 @@ class Settings(GatewaySettings):
     wyoming_uri: str = "tcp://127.0.0.1:10300"
     """Where the Wyoming server listens (``tcp://0.0.0.0:10300`` for Home Assistant on another
     host). Wyoming has no authentication: keep it on a trusted network."""
-    wyoming_allow: str = ("127.0.0.0/8,::1/128,10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,"
-                          "fc00::/7,fe80::/10")
+    wyoming_allow: str = "127.0.0.0/8,::1/128"
     """Networks whose clients the Wyoming server answers (comma-separated); others are closed
-    at once. The default: loopback and private networks."""
+    at once. The default: loopback only; set it to Home Assistant's address (``10.0.0.5/32``)."""
     wyoming_max_event_bytes: int = 1024 * 1024
     """The largest Wyoming event (header data plus payload) a client may send."""
 

@@ -16,7 +16,7 @@ from edge.link import Link
 from edge.pipeline import Listener
 from edge.satellite.ears import Ears
 from edge.satellite.link import SatelliteLink
-from edge.settings import EdgeSettings
+from edge.settings import EdgeSettings, direct_redis_problem
 from voxqueue.connect import connect_client
 from voxqueue.settings import Settings, get_settings
 
@@ -36,12 +36,16 @@ def satellite_command(
     language: Annotated[str, typer.Option(help="The language sent with transcribe.")] = "en",
     announcements: Annotated[bool, typer.Option(
         help="Speak the device's announcements and timers on the satellite.")] = True,
+    trusted_host: Annotated[bool, typer.Option(
+        "--trusted-host", help="This host may hold the Redis password: reach a Redis on "
+        "another machine without the gateway (VOXQUEUE_EDGE_DIRECT_REDIS).")] = False,
 ) -> None:
     """Connect to the satellite, run its commands through the queues, reconnect when it
     restarts."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides: dict[str, Any] = {"device": device, "wake_words": wake_word}
+    overrides: dict[str, Any] = {"device": device, "wake_words": wake_word,
+                                 "direct_redis": trusted_host or None}
     try:
         edge = EdgeSettings(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
@@ -50,6 +54,10 @@ def satellite_command(
                   file=sys.stderr)
         raise typer.Exit(2) from exc
     settings = get_settings()
+    refusal = direct_redis_problem(settings.redis_url, settings.gateway_url, edge.direct_redis)
+    if refusal is not None:
+        print(refusal, file=sys.stderr)
+        raise typer.Exit(2)
     client = connect_client(settings)
     link = SatelliteLink(uri, client, Ears(Listener.from_settings(edge)), edge,
                          language=language)

@@ -81,8 +81,11 @@ def test_compose_redis_flower_and_beat():
 
 
 def test_compose_environment_names_are_real_settings_and_shutdown_is_graceful():
+    from voxqueue.wyoming.guard import WyomingPolicy
+
     services = compose()["services"]
     fields = {f"VOXQUEUE_{name.upper()}" for name in Settings.model_fields}
+    fields |= {f"VOXQUEUE_WYOMING_{name.upper()}" for name in WyomingPolicy.model_fields}
     soft = celery_config(Settings(_env_file=None))["worker_soft_shutdown_timeout"]
     for name, service in services.items():
         for var in service.get("environment", {}):
@@ -258,6 +261,16 @@ def test_the_wyoming_server_is_shipped_for_home_assistant():
     assert flag(service["command"], "--uri") == "tcp://0.0.0.0:10300"
     assert "10300:10300" in service["ports"]
     assert "wyoming" in (DEPLOY / "Dockerfile.workers").read_text()
+    # Unset, it answers only this machine (no LAN host) and its turns have no side effects.
+    from voxqueue.wyoming.guard import allowed, networks
+
+    env = yaml.safe_load(interpolate((DEPLOY / "docker-compose.yml").read_text(), {}))[
+        "services"]["wyoming"]["environment"]
+    allow = networks(env["VOXQUEUE_WYOMING_ALLOW"])
+    assert allowed(("127.0.0.1", 1), allow)
+    assert not any(allowed((lan, 1), allow) for lan in ("192.168.1.10", "10.0.0.5",
+                                                         "172.17.0.1"))
+    assert env["VOXQUEUE_WYOMING_TOOLS"] == ""
 
 
 @pytest.mark.parametrize("unit", ["voxqueue-wyoming.service", "voxqueue-satellite.service",
@@ -269,8 +282,43 @@ def test_systemd_units_run_real_commands_with_real_settings(unit):
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     from edge.settings import EdgeSettings
+    from voxqueue.wyoming.guard import WyomingPolicy
 
     fields = {f"VOXQUEUE_{n.upper()}" for n in Settings.model_fields}
     fields |= {f"VOXQUEUE_EDGE_{n.upper()}" for n in EdgeSettings.model_fields}
+    fields |= {f"VOXQUEUE_WYOMING_{n.upper()}" for n in WyomingPolicy.model_fields}
     for var in re.findall(r"^#\s+(VOXQUEUE_\w+)=", text, re.M):
         assert var in fields, f"{unit}: {var} is not a setting"
+
+
+DEVICE_COMMANDS = ("edge", "satellite")
+
+
+@pytest.mark.parametrize("unit", ["voxqueue-edge.service", "voxqueue-satellite.service"])
+def test_device_units_reach_the_server_through_the_gateway_without_the_redis_password(unit):
+    """A device holds its own token, revocable on its own; the Redis password would give it
+    every device's turns, memory and announcements."""
+    text = (DEPLOY / "systemd" / unit).read_text()
+    (start,) = re.findall(r"^ExecStart=/opt/voxqueue/bin/voxqueue (\w+)(.*)$", text, re.M)
+    assert start[0] in DEVICE_COMMANDS and "--trusted-host" not in start[1]
+    variables = dict(re.findall(r"^#\s+(VOXQUEUE_\w+)=(\S*)", text, re.M))
+    assert {"VOXQUEUE_GATEWAY_URL", "VOXQUEUE_DEVICE_TOKEN"} <= set(variables)
+    assert variables["VOXQUEUE_GATEWAY_URL"].startswith("https://")
+    assert "VOXQUEUE_REDIS_URL" not in text and "VOXQUEUE_EDGE_DIRECT_REDIS" not in variables
+    assert not re.search(r"rediss?://|PASSWORD", text), unit
+
+
+def test_no_device_in_compose_kubernetes_or_the_edge_image_holds_the_redis_password():
+    dockerfile = (DEPLOY / "Dockerfile.edge").read_text()
+    assert "REDIS" not in dockerfile and "--trusted-host" not in dockerfile
+    for doc in compose_files():
+        for name, service in doc["services"].items():
+            command = service.get("command") or []
+            if command[:2] in (["voxqueue", c] for c in DEVICE_COMMANDS):
+                assert "VOXQUEUE_REDIS_URL" not in service.get("environment", {}), name
+                assert "VOXQUEUE_GATEWAY_URL" in service.get("environment", {}), name
+    docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "voxqueue.yaml").read_text()))
+    for dep in (d for d in docs if d["kind"] == "Deployment"):
+        for container in dep["spec"]["template"]["spec"]["containers"]:
+            if container["command"][:2] in (["voxqueue", c] for c in DEVICE_COMMANDS):
+                assert "VOXQUEUE_REDIS_URL" not in {e["name"] for e in container["env"]}

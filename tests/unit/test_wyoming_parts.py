@@ -11,7 +11,15 @@ from wyoming.audio import AudioChunk, AudioStart
 from voxqueue.settings import Settings
 from voxqueue.wyoming.audio_in import AudioIn, AudioTooLarge
 from voxqueue.wyoming.describe import describe
-from voxqueue.wyoming.guard import CappedReader, EventTooLarge, allowed, networks
+from voxqueue.wyoming.guard import (
+    CappedReader,
+    EventTooLarge,
+    PeerRate,
+    RateLimited,
+    WyomingPolicy,
+    allowed,
+    networks,
+)
 from voxqueue.wyoming.requests import session_of
 
 DEFAULT_ALLOW = networks(Settings(_env_file=None).wyoming_allow)  # type: ignore[call-arg]
@@ -19,18 +27,55 @@ DEFAULT_ALLOW = networks(Settings(_env_file=None).wyoming_allow)  # type: ignore
 
 @pytest.mark.parametrize(("peer", "ok"), [
     (("127.0.0.1", 5000), True),
-    (("192.168.1.20", 5000), True),
-    (("10.1.2.3", 5000), True),
     (("::1", 5000, 0, 0), True),
-    (("::ffff:192.168.1.20", 5000, 0, 0), True),
-    (("fe80::1%eth0", 5000, 0, 2), True),
+    (("::ffff:127.0.0.1", 5000, 0, 0), True),
+    # Any other host of the LAN is not served until named (Home Assistant's address).
+    (("192.168.1.20", 5000), False),
+    (("10.1.2.3", 5000), False),
+    (("172.17.0.1", 5000), False),
+    (("::ffff:192.168.1.20", 5000, 0, 0), False),
+    (("fd00::2", 5000, 0, 0), False),
+    (("fe80::1%eth0", 5000, 0, 2), False),
     (("8.8.8.8", 5000), False),
     (("2001:4860::8888", 5000, 0, 0), False),
     (("::ffff:8.8.8.8", 5000, 0, 0), False),
     ("", True),  # a Unix socket: local
 ])
-def test_only_local_networks_by_default(peer, ok):
+def test_only_loopback_by_default(peer, ok):
     assert allowed(peer, DEFAULT_ALLOW) is ok
+
+
+def test_home_assistants_address_once_named_is_served():
+    allow = networks("127.0.0.0/8,192.168.1.10/32")
+    assert allowed(("192.168.1.10", 5000), allow)
+    assert not allowed(("192.168.1.11", 5000), allow)
+
+
+def test_wyoming_turns_run_as_one_device_with_no_side_effects_by_default(monkeypatch):
+    for name in ("DEVICE", "TOOLS", "TURNS_PER_MINUTE"):
+        monkeypatch.delenv(f"VOXQUEUE_WYOMING_{name}", raising=False)
+    policy = WyomingPolicy(_env_file=None)  # type: ignore[call-arg]
+    assert policy.device == "wyoming" and policy.effects_allowed == ()
+    named = WyomingPolicy(_env_file=None, tools=" set_timer, remember ")  # type: ignore[call-arg]
+    assert named.effects_allowed == ("set_timer", "remember")
+    assert WyomingPolicy(_env_file=None, tools="*").effects_allowed is None  # type: ignore[call-arg]
+    with pytest.raises(ValueError):  # a device name that could be read as two
+        WyomingPolicy(_env_file=None, device="ha.kitchen")  # type: ignore[call-arg]
+
+
+def test_the_rate_is_per_client_address_over_a_sliding_minute():
+    now = [1000.0]
+    rate = PeerRate(3, clock=lambda: now[0])
+    for _ in range(3):
+        rate.hit(("192.168.1.10", 40000))
+    rate.hit(("192.168.1.11", 40001))  # another address has its own count
+    with pytest.raises(RateLimited, match=r"over 3 requests a minute.*try again in 60 s"):
+        rate.hit(("192.168.1.10", 40002))  # a new connection (port) is the same address
+    now[0] += 30
+    with pytest.raises(RateLimited, match="try again in 30 s"):  # refusals are not counted
+        rate.hit(("192.168.1.10", 40003))
+    now[0] += 30.5
+    rate.hit(("192.168.1.10", 40004))
 
 
 def test_a_wrong_network_is_a_clear_error():

@@ -16,6 +16,10 @@ class TurnSpec(BaseModel):
     turn_id: str = Field(min_length=8, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
     session_id: str = Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
     device: str | None = Field(default=None, max_length=128, pattern=r"^[A-Za-z0-9_.:-]+$")
+    effects_allowed: tuple[str, ...] | None = Field(default=None, max_length=64)
+    """The side-effecting tools this turn may run, when its client narrows them (the Wyoming
+    server, for the peers on its network); None: every tool the workers offer. It only
+    narrows: a name here never adds a tool."""
     input: Literal["text", "audio"]
     text: str | None = None
     audio_key: str | None = None

@@ -1,12 +1,88 @@
-"""What a client may send: from which networks, and how large an event may be."""
+"""What a client may do: connect from which networks, send how large an event, start how many
+turns a minute, and run which tools (its turns run as one named device, with no side effects
+unless the operator allows them). Wyoming has no authentication: these are the whole guard."""
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-from collections.abc import Sequence
+import math
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class WyomingPolicy(BaseSettings):
+    """What the turns of Wyoming clients may do (``VOXQUEUE_WYOMING_*``); where the server
+    listens and who may connect are voxqueue's settings (``wyoming_uri``, ``wyoming_allow``)."""
+
+    model_config = SettingsConfigDict(env_prefix="VOXQUEUE_WYOMING_", env_file=".env",
+                                      extra="ignore")
+
+    device: str = Field(default="wyoming", pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """The device every Wyoming turn runs as: its monitors, timers, memory and per-owner limits
+    are this device's, whatever conversation id a client makes up."""
+    tools: str = ""
+    """The side-effecting tools Wyoming turns may run (comma-separated, ``*``: all); empty:
+    none (Home Assistant services, timers, monitors, memory writes are refused)."""
+    turns_per_minute: int = Field(default=60, ge=1)
+    """Requests that start turns (speech to text, a conversation turn, a synthesis) one client
+    address may make per minute; more get an ``error`` (``rate-limited``)."""
+
+    @property
+    def effects_allowed(self) -> tuple[str, ...] | None:
+        """For the turn's spec: None when every tool is allowed (``*``)."""
+        names = tuple(n.strip() for n in self.tools.split(",") if n.strip())
+        return None if "*" in names else names
+
+
+class RateLimited(Exception):
+    """A client address over ``turns_per_minute``; ``retry_after_s``: when it may again."""
+
+    code = "rate-limited"
+
+    def __init__(self, retry_after_s: float, per_minute: int) -> None:
+        super().__init__(f"over {per_minute} requests a minute from this address "
+                         f"(VOXQUEUE_WYOMING_TURNS_PER_MINUTE): try again in "
+                         f"{math.ceil(retry_after_s)} s")
+        self.retry_after_s = retry_after_s
+
+
+class PeerRate:
+    """Requests per client address in the last minute, in this process (the server's clients
+    are its connections; HA opens one per request). A refused request is not counted."""
+
+    WINDOW_S = 60.0
+    MAX_PEERS = 4096  # the least recently seen are forgotten past this
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.per_minute = per_minute
+        self.clock = clock
+        self.seen: OrderedDict[str, deque[float]] = OrderedDict()
+
+    def hit(self, peer: object) -> None:
+        """Count one request from ``peer``; raises :class:`RateLimited` when over the limit."""
+        key = peer_address(peer)
+        now = self.clock()
+        times = self.seen.pop(key, None) or deque()
+        while times and times[0] <= now - self.WINDOW_S:
+            times.popleft()
+        self.seen[key] = times
+        while len(self.seen) > self.MAX_PEERS:
+            self.seen.popitem(last=False)
+        if len(times) >= self.per_minute:
+            raise RateLimited(times[0] + self.WINDOW_S - now, self.per_minute)
+        times.append(now)
+
+
+def peer_address(peer: object) -> str:
+    """The address part of ``peername`` (a Unix socket's peer: ``local``)."""
+    return str(peer[0]) if isinstance(peer, tuple) and peer else "local"
 
 
 class EventTooLarge(Exception):

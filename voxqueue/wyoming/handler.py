@@ -29,7 +29,15 @@ from voxqueue.settings import Settings
 from voxqueue.speech_stream import SpeechStream
 from voxqueue.wyoming.audio_in import AudioIn, AudioTooLarge
 from voxqueue.wyoming.describe import describe
-from voxqueue.wyoming.guard import CappedReader, EventTooLarge, Network, allowed
+from voxqueue.wyoming.guard import (
+    CappedReader,
+    EventTooLarge,
+    Network,
+    PeerRate,
+    RateLimited,
+    WyomingPolicy,
+    allowed,
+)
 from voxqueue.wyoming.requests import LiveTurns, RequestFailed, converse, transcript_of
 from voxqueue.wyoming.speech_out import SpeechFailed, SpeechOut
 
@@ -40,12 +48,14 @@ class WyomingHandler(AsyncEventHandler):
     """Serves ``describe``, ``ping``, speech to text, text to speech and conversation."""
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
-                 client: Client, settings: Settings,
-                 allow: Sequence[Network]) -> None:
+                 client: Client, settings: Settings, allow: Sequence[Network],
+                 policy: WyomingPolicy, rate: PeerRate) -> None:
         super().__init__(reader, writer)
         self.client = client
         self.settings = settings
         self.allow = allow
+        self.policy = policy
+        self.rate = rate  # shared by the server's connections: counted per client address
         self.peer = writer.get_extra_info("peername")
         self.audio: AudioIn | None = None
         self._speech: SpeechStream  # the utterance's stream, while ``audio`` is set
@@ -86,7 +96,7 @@ class WyomingHandler(AsyncEventHandler):
                 try:
                     if not await self.handle_event(event):
                         break
-                except (InputError, AudioTooLarge) as exc:  # refused input: said, then closed
+                except (InputError, AudioTooLarge, RateLimited) as exc:  # said, then closed
                     code = getattr(exc, "code", "audio-too-large")
                     await self._error(str(code), str(exc))
                     break
@@ -140,9 +150,11 @@ class WyomingHandler(AsyncEventHandler):
             self._answer(self._transcript_of(turn, self.language))
         elif Transcript.is_type(event.type):
             said = Transcript.from_event(event)
+            self.rate.hit(self.peer)
             self._answer(self._converse(said.text, said.context))
         elif SynthesizeStart.is_type(event.type):
             SynthesizeStart.from_event(event)
+            self.rate.hit(self.peer)
             self.speech = self._speech_out()
         elif SynthesizeChunk.is_type(event.type):
             text = SynthesizeChunk.from_event(event).text
@@ -155,6 +167,7 @@ class WyomingHandler(AsyncEventHandler):
         elif Synthesize.is_type(event.type):
             text = Synthesize.from_event(event).text
             if self.speech is None:  # inside a stream it is the copy for older servers
+                self.rate.hit(self.peer)
                 self._answer(self._synthesize(text), ordered=False)
         else:
             await self._error("unsupported-event",
@@ -172,8 +185,9 @@ class WyomingHandler(AsyncEventHandler):
 
     async def _open_audio(self, start: AudioStart) -> None:
         """The utterance's turn starts now: its STT job reads the audio as it arrives."""
-        self._speech = self.live.add_stream(
-            await asyncio.to_thread(self.client.stream, until="transcript"))
+        self.rate.hit(self.peer)
+        self._speech = self.live.add_stream(await asyncio.to_thread(
+            self.client.stream, until="transcript", device=self.policy.device))
         self.audio = AudioIn(start, self.settings.max_audio_bytes, self._speech)
 
     async def _drop_audio(self, why: str) -> None:
@@ -185,7 +199,8 @@ class WyomingHandler(AsyncEventHandler):
         await self.write_event(await transcript_of(turn, language))
 
     async def _converse(self, text: str, context: dict[str, Any] | None) -> None:
-        await self.write_event(await converse(self.client, self.live, text, context))
+        await self.write_event(await converse(self.client, self.live, text, context,
+                                              self.policy))
 
     async def _synthesize(self, text: str) -> None:
         speech = self._speech_out()
@@ -194,7 +209,8 @@ class WyomingHandler(AsyncEventHandler):
 
     def _speech_out(self) -> SpeechOut:
         speech = SpeechOut(self.client, self.write_event, live=self.live, order=self.answering,
-                           first_phrase_words=self.settings.first_phrase_words)
+                           first_phrase_words=self.settings.first_phrase_words,
+                           device=self.policy.device)
         self.speeches = [s for s in self.speeches if not s.relayed] + [speech]
         return speech
 

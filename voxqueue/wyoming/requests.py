@@ -16,6 +16,7 @@ from wyoming.handle import Handled, NotHandled
 from voxqueue.client import Client, Turn
 from voxqueue.contracts import TurnResult
 from voxqueue.speech_stream import SpeechStream
+from voxqueue.wyoming.guard import WyomingPolicy
 
 #: What a conversation id may hold once it names a voxqueue session.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
@@ -71,14 +72,17 @@ def session_of(context: dict[str, Any] | None) -> tuple[str, str]:
 
 
 async def converse(client: Client, live: LiveTurns, text: str,
-                   context: dict[str, Any] | None) -> Event:
-    """A text turn in the conversation's session; ``handled`` with the reply, or
-    ``not-handled`` with the reason when the agent could not answer."""
+                   context: dict[str, Any] | None, policy: WyomingPolicy) -> Event:
+    """A text turn in the conversation's session, run as the policy's device with its tools;
+    ``handled`` with the reply, or ``not-handled`` with the reason when the agent could not
+    answer."""
     cid, session = session_of(context)
     answer_context = {**(context or {}), "conversation_id": cid}
     if not text.strip():
         return NotHandled(text="Nothing was said.", context=answer_context).event()
-    turn = live.add(await asyncio.to_thread(client.ask, text, session=session, speak=False))
+    turn = live.add(await asyncio.to_thread(
+        client.ask, text, session=session, speak=False, device=policy.device,
+        effects_allowed=policy.effects_allowed))
     result = await asyncio.to_thread(turn.wait)
     if result.status != "ok" or result.reply is None:
         reason = (result.error or {}).get("message") or f"the turn ended {result.status}"

@@ -13,7 +13,7 @@ from wyoming.server import AsyncServer, AsyncTcpServer
 
 from voxqueue.client import Client
 from voxqueue.settings import Settings
-from voxqueue.wyoming.guard import networks
+from voxqueue.wyoming.guard import PeerRate, WyomingPolicy, networks
 from voxqueue.wyoming.handler import WyomingHandler
 
 log = structlog.get_logger("voxqueue.wyoming")
@@ -22,14 +22,19 @@ log = structlog.get_logger("voxqueue.wyoming")
 WAITING_THREADS = 256
 
 
-async def start(settings: Settings, client: Client) -> AsyncServer:
+async def start(settings: Settings, client: Client,
+                policy: WyomingPolicy | None = None) -> AsyncServer:
     """Listen on ``settings.wyoming_uri`` (``tcp://`` or ``unix://``) without blocking."""
     allow = networks(settings.wyoming_allow)
+    policy = policy or WyomingPolicy()
+    rate = PeerRate(policy.turns_per_minute)
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(WAITING_THREADS, "wyoming-wait"))
     server = AsyncServer.from_uri(settings.wyoming_uri)
-    await server.start(partial(WyomingHandler, client=client, settings=settings, allow=allow))
-    log.info("wyoming server listening", uri=settings.wyoming_uri)
+    await server.start(partial(WyomingHandler, client=client, settings=settings, allow=allow,
+                               policy=policy, rate=rate))
+    log.info("wyoming server listening", uri=settings.wyoming_uri, allow=settings.wyoming_allow,
+             device=policy.device, side_effects=policy.tools or "none")
     return server
 
 

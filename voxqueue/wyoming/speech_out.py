@@ -32,8 +32,9 @@ class SpeechOut:
     """One answer: text in (all at once or in pieces), audio out, in order."""
 
     def __init__(self, client: Client, write: Write, *, live: LiveTurns, order: asyncio.Lock,
-                 first_phrase_words: int) -> None:
+                 first_phrase_words: int, device: str | None = None) -> None:
         self.client = client
+        self.device = device  # the device its TTS turns run as
         self.write = write
         self.live = live
         self.order = order  # held while the answer is written: answers never interleave
@@ -65,7 +66,8 @@ class SpeechOut:
             self._relay.cancel()
 
     async def _speak(self, sentence: str) -> None:
-        turn = self.live.add(await asyncio.to_thread(self.client.speak, sentence))
+        turn = self.live.add(await asyncio.to_thread(self.client.speak, sentence,
+                                                         device=self.device))
         self._queue.put_nowait(turn)
         self._relaying()
 

@@ -28,6 +28,7 @@ from workers.agent.speech import Speaker
 from workers.runtime import completion, ending, handoff
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage
+from workers.runtime.trust import effect_problem
 from workers.toolkit.policy import cap_calls
 
 
@@ -76,7 +77,7 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
         prepared = measure_context(stage, history, opened.messages)
         messages = prepared.messages
         with span("llm.complete", step=step, provider=model.name):
-            answer = model.complete(messages, rt.tools.schemas(), deadline=spec.deadline,
+            answer = model.complete(messages, _offered(stage), deadline=spec.deadline,
                                     on_text=speaker.on_text)
         if not (answer.tool_calls and step >= rt.settings.max_steps):
             speaker.cut_rest(answer.text)  # sent once the answer is stored (below)
@@ -110,6 +111,12 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
     finally:
         speaker.close()
     return replace(answer, text=text)
+
+
+def _offered(stage: Stage) -> list[dict[str, Any]]:
+    """The schemas of the tools this turn may run (its client may narrow the side effects)."""
+    return [t.schema for t in stage.rt.tools
+            if effect_problem(stage.spec, t.name, t.side_effects) is None]
 
 
 def _replay(stage: Stage, step: int, record: dict[str, Any]) -> Answer:

@@ -55,3 +55,12 @@ def step_problem(step: int, settings: Settings, previous_answer: Any) -> str | N
                      or not json.loads(previous_answer).get("calls")):
         return f"step {step - 1} of this turn asked for no tools"
     return None
+
+
+def effect_problem(spec: TurnSpec, tool: str, side_effects: bool) -> str | None:
+    """Why this turn may not run ``tool``: a side effect its client did not allow it (the
+    turn's ``effects_allowed``); None when it may."""
+    if not side_effects or spec.effects_allowed is None or tool in spec.effects_allowed:
+        return None
+    return (f"{tool} has side effects, and this conversation's client does not allow it "
+            "(for Wyoming: VOXQUEUE_WYOMING_TOOLS)")

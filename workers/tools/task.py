@@ -15,7 +15,7 @@ from voxqueue.otel import span
 from workers.app import app
 from workers.runtime import join
 from workers.runtime.stage import Stage, begin, runtime_of
-from workers.runtime.trust import call_problem
+from workers.runtime.trust import call_problem, effect_problem
 from workers.toolkit.context import ToolCall, use_runtime
 from workers.tools.executor import run_tool_call
 
@@ -71,6 +71,11 @@ def _run(stage: Stage, tjob: ToolCallJob, answer: bytes | None) -> Any:
         tool = rt.tools.get(tjob.name)
     except Exception:
         tool = None
+    if tool is not None and (problem := effect_problem(stage.spec, tool.name,
+                                                       tool.side_effects)) is not None:
+        stage.log.warning("tool call refused", tool=tjob.name, problem=problem)
+        return _record(stage, tjob, _failed(tjob, "not-allowed", f"Error: {problem}. Tell the "
+                                            "person it cannot be done from here."))
     if tool is not None and tool.side_effects and not tool.idempotent and not rt.store.claim(
             tjob.turn_id, f"tool-claim:{tjob.call_id}", stage.fence):
         # Delivered again after a crash mid-call: the action may have happened; never repeat it
