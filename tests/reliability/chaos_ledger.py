@@ -159,7 +159,8 @@ def spoken_problems(turn: TurnRecord, recorded: str | None) -> list[str]:
         problems.append(f"no reply of this turn in the history; spoken {spoken!r}")
     elif _norm(spoken) != _norm(recorded):
         problems.append(f"sent to TTS {spoken!r} but recorded {recorded!r}")
-    if recorded is not None and replies and _norm(replies[-1]) != _norm(recorded):
+    if recorded is not None and replies and not _norm(recorded).endswith(_norm(replies[-1])):
+        # (the reply event is the last step's text; earlier steps' text came before it)
         problems.append(f"reply event {replies[-1]!r} but recorded {recorded!r}")
     heard = heard_text(b"".join(in_speaking_order(iter(turn.entries))))
     said = "".join(for_speech(texts[s], Reading.DIGITS) for s in sorted(texts))
@@ -186,12 +187,20 @@ def turn_messages(history: list[Message], tag: str) -> list[Message] | None:
 
 
 def recorded_reply(history: list[Message], tag: str) -> str | None:
-    """The turn's final reply as its history records it (None when absent); two recorded
-    replies read as both, joined, so they never equal what was spoken once."""
+    """What the turn's history records the assistant saying (None when it has no final
+    reply): the text of each step in order, a step that asked for tools included (its text is
+    spoken too); two final replies read as both, joined, so they never equal what was spoken
+    once."""
     messages = turn_messages(history, tag) or []
-    finals = [str(m.get("content")) for m in messages
-              if m.get("role") == "assistant" and not m.get("tool_calls") and m.get("content")]
-    return " || ".join(finals) if finals else None
+    said = [m for m in messages if m.get("role") == "assistant" and m.get("content")]
+    if not any(not m.get("tool_calls") for m in said):
+        return None
+    parts: list[str] = []
+    for i, m in enumerate(said):
+        if i and not m.get("tool_calls") and not said[i - 1].get("tool_calls"):
+            parts.append("||")  # a second final reply
+        parts.append(str(m["content"]))
+    return " ".join(parts)
 
 
 def check_history(found: Findings, session: str, history: list[Message]) -> None:

@@ -48,6 +48,10 @@ DOWN_AFTER_LOST = 2
 #: Worker processes per queue of the per-queue layout: ``voxqueue up``'s defaults (agent 2,
 #: tts 3) with tools 2 and tts 2 (two cores run the whole test).
 PER_QUEUE = {"stt": 1, "agent": 2, "tools": 2, "tts": 2, "monitor": 1}
+#: A queue's only live process is killed only once it has run this long: the kills are of a
+#: system in service, not a crash loop kept going (whose restarts back off, as `up`'s do, past
+#: the turns' deadlines: an outage, not a loss).
+LAST_ONE_MIN_UP_S = 8.0
 #: ``voxqueue worker`` with no --queues, on two machines: each process consumes all five.
 DEFAULT_NAME = "-".join(QUEUES)
 PROFILE = {"stt_delay_s": 0.2, "llm_ttft_s": 0.05, "llm_tokens_per_s": 60.0,
@@ -130,8 +134,14 @@ class Chaos:
             proc = rng.choice(by_queue[queue])
             picks += 1
             with self.lock:
-                if proc.restart_at is not None or proc.popen.returncode is not None:
+                if (proc.restart_at is not None or proc.popen.poll() is not None
+                        or proc.popen.pid in self.killed):
                     self.log.append(f"pick {picks}: {proc.name} is down already, skipped")
+                    continue
+                if self._last_up_of(by_queue[queue], proc) \
+                        and time.monotonic() - proc.started < LAST_ONE_MIN_UP_S:
+                    self.log.append(f"pick {picks}: {proc.name} is its queue's only live "
+                                    "process and just started, skipped")
                     continue
                 done += 1
                 pid = proc.popen.pid
@@ -141,6 +151,11 @@ class Chaos:
                 self.found.kills[queue] += 1
                 self.log.append(f"pick {picks}, kill {done}: {proc.name} pid {pid} at "
                                 f"{time.time():.2f}")
+
+    def _last_up_of(self, procs: list[Proc], proc: Proc) -> bool:
+        """Whether ``proc`` is the only live process of its queue."""
+        return not any(p is not proc and p.restart_at is None and p.popen.poll() is None
+                       and p.popen.pid not in self.killed for p in procs)
 
     def keep(self) -> None:
         """What ``voxqueue up`` does every half second: notice deaths, restart with backoff;
