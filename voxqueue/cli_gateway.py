@@ -10,9 +10,11 @@ from rich.console import Console
 from rich.table import Table
 
 from voxqueue.devices import DeviceError, DeviceRegistry
+from voxqueue.gateway.rules import session_of
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import connect
-from voxqueue.settings import get_settings
+from voxqueue.sessions import Sessions
+from voxqueue.settings import Settings, get_settings
 
 out = Console()
 err = Console(stderr=True)
@@ -50,14 +52,44 @@ def devices_add(name: str) -> None:
 
 
 @devices_app.command("revoke")
-def devices_revoke(name: str) -> None:
-    """Forget a device's token: the gateway refuses it from its next request."""
+def devices_revoke(
+    name: str,
+    keep_data: Annotated[bool, typer.Option(
+        "--keep-data", help="Keep the device's memory, sessions, timers and monitors (a name "
+        "added again then inherits them).")] = False,
+) -> None:
+    """Forget a device's token (the gateway refuses it at once, open connections included)
+    and, unless --keep-data, everything it left: its timers, monitors, memory, sessions with
+    their pending actions, announcements and alerts."""
     try:
         _registry().revoke(name)
     except DeviceError as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(2) from exc
     out.print(f"revoked {name}")
+    if not keep_data:
+        forgotten = forget_device(get_settings(), name)
+        out.print("forgot " + ", ".join(f"{n} {what}" for what, n in forgotten.items()))
+
+
+def forget_device(settings: Settings, name: str) -> dict[str, int]:
+    """Delete what device ``name`` left behind; returns how many of each kind."""
+    from workers.monitor.monitors import MonitorStore
+    from workers.toolkit.timer_store import TimerStore
+
+    r, keys = connect(settings), Keys(settings.key_prefix)
+    owner = f"device:{name}"
+    timers = TimerStore(r, keys)
+    cancelled = sum(timers.cancel(item) for item in timers.pending(owner))
+    monitors = MonitorStore(r, keys)
+    deleted = sum(monitors.delete(m.name) for m in monitors.all() if m.owner == owner)
+    sessions = Sessions(r, keys, settings)
+    cleared = sum(sessions.clear(s.session_id) for s in sessions.all()
+                  if s.session_id.startswith(session_of(name, None).removesuffix("default")))
+    r.delete(keys.memory(owner), keys.memory(name), keys.owner_timers(owner),
+             keys.monitor_creates(owner), keys.announcements(name), keys.device_alerts(name))
+    r.hdel(keys.device_seen(), name)
+    return {"timers": cancelled, "monitors": deleted, "sessions": cleared}
 
 
 def gateway(
