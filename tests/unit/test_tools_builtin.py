@@ -559,6 +559,15 @@ def test_system_status(rt):
     assert "Recent turns (1) took 1.2 s median, 1.2 s at most." in said
 
 
+def test_system_status_counts_only_the_callers_timers(rt):
+    """Another device's timers are none of this one's business (#44)."""
+    store = TimerStore(rt.redis, rt.keys)
+    store.new("timer", "device:hall", "tea", "Tea.", time.time() + 600, 600)
+    assert "0 of your timers or reminders pending." in system.system_status()
+    store.new("timer", owner(), "eggs", "Eggs.", time.time() + 600, 600)
+    assert "1 of your timer or reminder pending." in system.system_status()
+
+
 def test_system_status_prefers_recorded_latencies(rt):
     rt.redis.lpush(rt.keys.recent_turn_ms(), 800, 1200, 3000)
     assert system.recent_turn_ms(rt) == [3000.0, 1200.0, 800.0]

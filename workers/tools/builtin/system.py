@@ -6,7 +6,7 @@ import json
 import statistics
 
 from workers.runtime.resources import Runtime
-from workers.toolkit.context import runtime
+from workers.toolkit.context import owner, runtime
 from workers.toolkit.probes import live_workers, queue_depths
 from workers.toolkit.registry import tool
 
@@ -72,9 +72,10 @@ def system_status() -> str:
         )
     active = int(rt.redis.zcard(rt.keys.active_turns()))
     parts.append(f"{active} turn{'' if active == 1 else 's'} in progress.")
-    timers = int(rt.redis.zcard(rt.keys.timers_due()))
+    # Only the caller's own: another device's timers are none of its business.
+    timers = int(rt.redis.zcard(rt.keys.owner_timers(owner())))
     plural = "" if timers == 1 else "s"
-    parts.append(f"{timers} timer{plural} or reminder{plural} pending.")
+    parts.append(f"{timers} of your timer{plural} or reminder{plural} pending.")
     durations = recent_turn_ms(rt)
     if durations:
         median = statistics.median(durations)
