@@ -3,6 +3,7 @@ device has been idle for ``session_idle_s``."""
 
 from __future__ import annotations
 
+import secrets
 import time
 
 from edge.settings import EdgeSettings
@@ -22,6 +23,8 @@ class Conversation:
             return self.edge.session
         now = time.monotonic()
         if self._session is None or now - self._last_turn > self.edge.session_idle_s:
-            self._session = f"{self.edge.device}.{int(time.time())}"
+            # Random, not a clock: a session id another party could guess is one it could
+            # name (directly on Redis, or on a gateway shared with a careless setting).
+            self._session = f"{self.edge.device[:32]}.{secrets.token_hex(8)}"
         self._last_turn = now
         return self._session

@@ -234,3 +234,16 @@ def test_wav_dir_output_continues_numbering(tmp_path: Path):
     stream = WavDirOutput(tmp_path).open("turn-x")
     stream.close(abort=False)
     assert (tmp_path / "008-turn-x.wav").exists()
+
+
+def test_a_new_conversation_gets_a_random_session_id():
+    """Not a clock: an id another party could guess is one it could name (#44)."""
+    from edge.conversation import Conversation
+    from edge.settings import EdgeSettings
+
+    edge = EdgeSettings(_env_file=None, device="kitchen", session_idle_s=0.001)  # type: ignore[call-arg]
+    first = Conversation(edge).session_id()
+    time.sleep(0.01)
+    again = Conversation(edge).session_id()
+    assert first.startswith("kitchen.") and again.startswith("kitchen.")
+    assert first != again and len(first.split(".", 1)[1]) == 16
