@@ -18,6 +18,7 @@ from tests.fakes.flip_server import FlipServer
 from voxqueue.keys import Keys
 from workers.agent.context.compaction import SUMMARY_PREFIX
 from workers.agent.context.tokens import count_messages, count_tools
+from workers.monitor.monitors import scoped_name
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -159,13 +160,21 @@ def watched(redis_server, fake_providers, tmp_path_factory) -> Iterator[System]:
     system.stop()
 
 
-def state(system: System, name: str) -> dict[str, str]:
+def stored(name: str, device: str | None = "kitchen") -> str:
+    """The stored name of a monitor a device made by voice (in its owner's namespace); an
+    operator's monitor (``device`` None) keeps its own."""
+    return scoped_name(name, f"device:{device}") if device else name
+
+
+def state(system: System, name: str, device: str | None = "kitchen") -> dict[str, str]:
+    """The state of ``device``'s monitor ``name`` (the operator's with None)."""
     r = redis.Redis.from_url(system.env["VOXQUEUE_REDIS_URL"])
-    return {k.decode(): v.decode() for k, v in r.hgetall(KEYS.monitor_state(name)).items()}
+    return {k.decode(): v.decode()
+            for k, v in r.hgetall(KEYS.monitor_state(stored(name, device))).items()}
 
 
-def checks(system: System, name: str) -> int:
-    return int(state(system, name).get("checks", 0))
+def checks(system: System, name: str, device: str | None = "kitchen") -> int:
+    return int(state(system, name, device).get("checks", 0))
 
 
 def announcements(system: System, device: str) -> list[dict[str, Any]]:
@@ -196,13 +205,13 @@ def create_by_voice(system: System, fake: Any, *, name: str, url: str, device: s
 
 
 def test_monitors_from_the_settings_run_at_beat_start(watched):
-    wait_until(lambda: checks(watched, "tts-backlog") >= 2)
-    assert state(watched, "tts-backlog")["state"] == "ok"
-    wait_until(lambda: checks(watched, "stt-workers") >= 1)
-    missing = state(watched, "stt-workers")
+    wait_until(lambda: checks(watched, "tts-backlog", None) >= 2)
+    assert state(watched, "tts-backlog", None)["state"] == "ok"
+    wait_until(lambda: checks(watched, "stt-workers", None) >= 1)
+    missing = state(watched, "stt-workers", None)
     assert missing["state"] == "alerting" and missing["detail"].startswith("no worker serves stt")
-    wait_until(lambda: checks(watched, "llm-errors") >= 1)
-    assert state(watched, "llm-errors")["state"] == "ok"
+    wait_until(lambda: checks(watched, "llm-errors", None) >= 1)
+    assert state(watched, "llm-errors", None)["state"] == "ok"
 
 
 def test_a_failing_site_alerts_once_in_the_next_turn_and_on_the_device(watched, fake, site):
@@ -271,7 +280,7 @@ def test_a_failing_site_alerts_once_in_the_next_turn_and_on_the_device(watched, 
     # The alert tainted the session: a side effect now waits for the person's yes.
     assert "confirmation" in (asked.tool_calls[0].error or "")
     r = redis.Redis.from_url(watched.env["VOXQUEUE_REDIS_URL"])
-    assert r.hexists(KEYS.monitors(), "site")
+    assert r.hexists(KEYS.monitors(), stored("site"))
     fake.script_chat(
         {"match": "yes", "tool_calls": [{"name": "delete_monitor", "arguments": {"name": "site"}}]},
         {"after_tool": True, "content": "Stopped."},
@@ -279,14 +288,15 @@ def test_a_failing_site_alerts_once_in_the_next_turn_and_on_the_device(watched, 
     watched.client().ask("yes", session="s-kitchen", device="kitchen", speak=False).wait(
         timeout=30
     )
-    assert not r.exists("vq:redbeat:monitor:site") and not r.hexists(KEYS.monitors(), "site")
+    assert not r.exists(f"vq:redbeat:monitor:{stored('site')}")
+    assert not r.hexists(KEYS.monitors(), stored("site"))
 
 
 def test_one_beat_at_a_time_and_a_restart_keeps_monitors_without_double_alerts(watched, fake, site):
     site.status = 503
     create_by_voice(watched, fake, name="hall-site", url=site.url, device="hall")
-    wait_until(lambda: checks(watched, "hall-site") >= 2)
-    assert state(watched, "hall-site")["alerts"] == "1"  # a failing first check alerts
+    wait_until(lambda: checks(watched, "hall-site", "hall") >= 2)
+    assert state(watched, "hall-site", "hall")["alerts"] == "1"  # a failing first check alerts
     sup = watched.sup
     first = next(p for p in sup.procs if p.name == "beat")
 
@@ -300,18 +310,18 @@ def test_one_beat_at_a_time_and_a_restart_keeps_monitors_without_double_alerts(w
     # Stop the first: the second takes over, and the monitor keeps being checked.
     sup.stop(first)
     wait_until(lambda: "Acquired lock" in second.log_path.read_text(errors="replace"), timeout=30)
-    before = checks(watched, "hall-site")
-    wait_until(lambda: checks(watched, "hall-site") >= before + 3)
-    assert state(watched, "hall-site")["alerts"] == "1"
+    before = checks(watched, "hall-site", "hall")
+    wait_until(lambda: checks(watched, "hall-site", "hall") >= before + 3)
+    assert state(watched, "hall-site", "hall")["alerts"] == "1"
     assert len(announcements(watched, "hall")) == 1
     r = redis.Redis.from_url(watched.env["VOXQUEUE_REDIS_URL"])
     assert r.llen(KEYS.device_alerts("hall")) == 1
-    assert r.exists("vq:redbeat:monitor:hall-site")
-    assert checks(watched, "tts-backlog") > 0
+    assert r.exists(f"vq:redbeat:monitor:{stored('hall-site', 'hall')}")
+    assert checks(watched, "tts-backlog", None) > 0
 
     # Recovery is one more alert, but not announced.
     site.status = 200
-    wait_until(lambda: state(watched, "hall-site")["state"] == "ok")
-    assert state(watched, "hall-site")["alerts"] == "2"
+    wait_until(lambda: state(watched, "hall-site", "hall")["state"] == "ok")
+    assert state(watched, "hall-site", "hall")["alerts"] == "2"
     assert len(announcements(watched, "hall")) == 1
     assert r.llen(KEYS.device_alerts("hall")) == 2

@@ -19,7 +19,7 @@ from voxqueue.doctor import family_of
 from voxqueue.settings import Settings
 from workers.monitor import tools as monitor_tools
 from workers.monitor.checks import run_check
-from workers.monitor.monitors import Monitor, MonitorStore, from_settings
+from workers.monitor.monitors import Monitor, MonitorStore, from_settings, scoped_name
 from workers.runtime.resources import Runtime
 from workers.toolkit.context import ToolCall, owner, set_current_call, use_runtime
 from workers.toolkit.timer_store import TimerStore
@@ -118,8 +118,9 @@ def test_a_monitor_is_seen_and_deleted_by_its_owner_only(rt):
     MonitorStore(rt.redis, rt.keys).save(Monitor.model_validate({**OPS, "origin": "settings"}))
     with in_call(device="kitchen"):
         assert "Monitor 'mine' created" in create("mine")
-        assert rt.redis.hget(rt.keys.monitors(), "mine") is not None
-        assert MonitorStore(rt.redis, rt.keys).get("mine").owner == "device:kitchen"
+        stored = scoped_name("mine", "device:kitchen")  # in the owner's namespace
+        assert rt.redis.hget(rt.keys.monitors(), stored) is not None
+        assert MonitorStore(rt.redis, rt.keys).get(stored).owner == "device:kitchen"
         listed = monitor_tools.list_monitors()
         assert listed.startswith("2 monitors") and "mine:" in listed and "ops-backlog:" in listed
     for other in ({"device": "hall"}, {"device": None, "session": "kitchen"}):
@@ -212,3 +213,18 @@ def test_the_allow_lists_are_settings(redis_server, services):
         with pytest.raises(PermissionError, match="not exposed"):
             home.home_assistant_call("light", "turn_on", "light.hall")
     assert [r["path"] for r in services.requests_to("/ha/")] == ["/ha/api/services/lock/unlock"]
+
+
+def test_monitor_names_tell_no_owner_about_another(rt):
+    """Two devices may both have a monitor called 'site'; neither learns of the other's, nor
+    how many the other has (#44)."""
+    with in_call(device="kitchen"):
+        assert "Monitor 'site' created" in create("site")
+    with in_call(device="hall"):
+        assert "Monitor 'site' created" in create("site")  # not "exists already"
+        assert monitor_tools.list_monitors().startswith("1 monitor: site:")
+        assert monitor_tools.delete_monitor("site") == "Monitor 'site' deleted."
+    with in_call(device="kitchen"):
+        assert "Not checked yet" in monitor_tools.monitor_status("site")
+        assert monitor_tools.delete_monitor("site") == "Monitor 'site' deleted."
+

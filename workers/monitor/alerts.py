@@ -59,10 +59,10 @@ class Transition:
 def alert_text(monitor: Monitor, result: CheckResult) -> str:
     """What the person is told when the monitor enters ``result.state``."""
     if result.state == "alerting":
-        return f"{monitor.name} needs attention: {result.detail}."
+        return f"{monitor.label} needs attention: {result.detail}."
     if result.state == "ok":
-        return f"{monitor.name} is back to normal: {result.detail}."
-    return f"{monitor.name} cannot be checked: {result.detail}."
+        return f"{monitor.label} is back to normal: {result.detail}."
+    return f"{monitor.label} cannot be checked: {result.detail}."
 
 
 def announcement(text: str, monitor: Monitor, state: str, ts: float) -> str:

@@ -6,6 +6,7 @@ per monitor, written by the checks), so redefining a monitor never loses its sta
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -124,7 +125,25 @@ class Monitor(BaseModel):
             "workers_missing": f"workers on {', '.join(self.queues)}",
             "provider_errors": f"the {self.target or 'provider'} error rate",
         }[self.kind]
-        return f"{self.name}: {what}, every {self.every:g} s, alert when {self.condition}"
+        return f"{self.label}: {what}, every {self.every:g} s, alert when {self.condition}"
+
+    @property
+    def label(self) -> str:
+        """The name its owner gave it: ``name`` without the owner's tag (see ``scoped_name``)."""
+        who = self.owner
+        tag = f".{owner_tag(who)}" if who else ""
+        return self.name.removesuffix(tag) if tag and self.name.endswith(tag) else self.name
+
+
+def owner_tag(owner: str) -> str:
+    """A short, stable tag of an owner (``device:<name>``, ``session:<id>``)."""
+    return hashlib.sha256(owner.encode()).hexdigest()[:6]
+
+
+def scoped_name(label: str, owner: str) -> str:
+    """The stored name of a monitor ``owner`` calls ``label``: monitors made by voice live in
+    their owner's namespace, so no owner can learn another's names by colliding with them."""
+    return f"{label[:56]}.{owner_tag(owner)}"
 
 
 def settings_monitors(

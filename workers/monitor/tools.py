@@ -13,7 +13,14 @@ import time
 
 from pydantic import ValidationError
 
-from workers.monitor.monitors import Kind, Monitor, MonitorStore, from_settings, name_for
+from workers.monitor.monitors import (
+    Kind,
+    Monitor,
+    MonitorStore,
+    from_settings,
+    name_for,
+    scoped_name,
+)
 from workers.monitor.schedule import RUN_CHECK, schedule_monitor, unschedule_monitor
 from workers.toolkit.context import current_call, owner, runtime
 from workers.toolkit.egress import check_model_url
@@ -22,6 +29,10 @@ from workers.toolkit.registry import tool
 
 __all__ = ["create_monitor", "delete_monitor", "list_monitors", "monitor_status"]
 
+
+#: The whole system holds at most this many times ``monitor_max_count`` monitors (each owner
+#: holds at most ``monitor_max_count``).
+SYSTEM_CAP_FACTOR = 10
 
 def _store() -> MonitorStore:
     rt = runtime()
@@ -106,13 +117,18 @@ def create_monitor(
     target = target.strip()
     if kind in ("http", "json") and target and "://" not in target:
         target = "https://" + target
-    if store.count() >= rt.settings.monitor_max_count:
+    who = owner()
+    # A cap per owner (another's count is none of its business), and one for the whole system.
+    if sum(m.owner == who for m in store.all()) >= rt.settings.monitor_max_count:
         raise ValueError(
-            f"there are already {rt.settings.monitor_max_count} monitors: delete one first"
-        )
-    chosen = " ".join(name.lower().split()).replace(" ", "-") or name_for(kind, target)
-    if not name and store.get(chosen) is not None:
-        chosen = next(f"{chosen}-{n}" for n in range(2, 1000) if store.get(f"{chosen}-{n}") is None)
+            f"you have {rt.settings.monitor_max_count} monitors already: delete one first")
+    if store.count() >= SYSTEM_CAP_FACTOR * rt.settings.monitor_max_count:
+        raise ValueError("the assistant watches too many things already: try again later")
+    label = " ".join(name.lower().split()).replace(" ", "-") or name_for(kind, target)
+    if not name and store.get(scoped_name(label, who)) is not None:
+        label = next(f"{label}-{n}" for n in range(2, 1000)
+                     if store.get(scoped_name(f"{label}-{n}", who)) is None)
+    chosen = scoped_name(label, who)
     shortest = rt.settings.monitor_min_every_s
     call = current_call()
     try:
@@ -133,14 +149,14 @@ def create_monitor(
         check_model_url(monitor.target, rt.settings, named_host=False)  # nothing leaves in it
         check_url(monitor.target, Allowlist.parse(rt.settings.url_allowlist))
     if store.get(chosen) is not None:
-        raise ValueError(f"a monitor named {chosen!r} exists already: pick another name")
-    _take_slot(owner())
+        raise ValueError(f"you have a monitor named {label!r} already: pick another name")
+    _take_slot(who)
     if not store.save(monitor):
-        raise ValueError(f"a monitor named {chosen!r} exists already: pick another name")
+        raise ValueError(f"you have a monitor named {label!r} already: pick another name")
     _start(monitor)
     note = f" (the shortest interval allowed is {shortest:g} s)" if every < shortest else ""
     return (
-        f"Monitor {monitor.name!r} created: watching {monitor.describe().split(': ', 1)[1]}"
+        f"Monitor {monitor.label!r} created: watching {monitor.describe().split(': ', 1)[1]}"
         f"{note}. I'll tell you when that changes."
     )
 
@@ -200,19 +216,20 @@ def delete_monitor(name: str) -> str:
     monitor = _find(store, name)
     if from_settings(monitor, runtime().settings):
         raise PermissionError(
-            f"{monitor.name!r} is configured by the operator (VOXQUEUE_MONITORS) and cannot be "
+            f"{monitor.label!r} is configured by the operator (VOXQUEUE_MONITORS) and cannot be "
             "deleted by voice")
     if not store.delete(monitor.name):
         raise ValueError(f"no monitor named {name!r}")
     unschedule_monitor(runtime().celery, monitor.name)
-    return f"Monitor {monitor.name!r} deleted."
+    return f"Monitor {monitor.label!r} deleted."
 
 
 def _find(store: MonitorStore, name: str) -> Monitor:
     """The caller's (or the operator's) monitor of that name; another owner's is not found."""
     who = owner()
-    monitor = store.get(name.strip().lower())
+    key = name.strip().lower()
+    monitor = store.get(scoped_name(key, who)) or store.get(key)  # (the operator's: plain)
     if monitor is None or not _visible(monitor, who):
-        known = ", ".join(m.name for m in store.all() if _visible(m, who)) or "none"
+        known = ", ".join(m.label for m in store.all() if _visible(m, who)) or "none"
         raise ValueError(f"no monitor named {name!r} (monitors: {known})")
     return monitor
