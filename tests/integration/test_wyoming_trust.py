@@ -213,3 +213,41 @@ def test_a_burst_from_one_address_is_rate_limited(system, fake, tmp_path):
         assert refused.code == "rate-limited" and "try again in" in refused.text
     assert len(fake.chat_requests()) == 3  # the refused requests started no turn
     assert fake.requests_for("tts") == []
+
+
+def test_a_confirmation_through_wyoming_runs_the_action_once(allowing_server, fake, client):
+    """The legitimate flow through Home Assistant's Wyoming: text others wrote read in the
+    conversation (a monitor's state), the side effect asked for next held back and the system's
+    own question answered, then a "yes" in the same conversation runs exactly that action,
+    once; a second "yes" runs nothing."""
+    fact = "the gate code is 7315"
+    fake.script_chat(
+        {"match": "gate", "tool_calls": [{"name": "create_monitor", "arguments": {
+            "kind": "queue_depth", "condition": "> 100000", "every": 3600, "name": "gate"}}]},
+        {"after_tool": True, "match": "gate",
+         "tool_calls": [{"name": "monitor_status", "arguments": {"name": "gate"}}]},
+        {"after_tool": True, "match": "gate",
+         "tool_calls": [{"name": "remember", "arguments": {"fact": fact}}]},
+        {"after_tool": True, "match": "yes", "repeat": True, "content": "Remembered."},
+    )
+    asked = run(request("127.0.0.1", allowing_server,
+                        say("watch the gate queue and keep its code", "wy-confirm")))
+    assert asked is not None and Handled.is_type(asked.type), asked
+    question = Handled.from_event(asked).text or ""
+    assert question.rstrip().endswith("?"), question  # the system's question, not the model's
+    kept = client.redis.hvals(client.keys.memory("device:wyoming"))
+    assert not any(b"7315" in f for f in kept), "held back until the person's yes"
+
+    yes = run(request("127.0.0.1", allowing_server, say("yes", "wy-confirm")))
+    assert yes is not None and Handled.from_event(yes).text == "Remembered."
+    kept = client.redis.hvals(client.keys.memory("device:wyoming"))
+    assert sum(b"7315" in f for f in kept) == 1
+    run(request("127.0.0.1", allowing_server, say("yes", "wy-confirm")))  # a second yes
+    kept = client.redis.hvals(client.keys.memory("device:wyoming"))
+    assert sum(b"7315" in f for f in kept) == 1
+    from workers.monitor.monitors import MonitorStore
+
+    store = MonitorStore(client.redis, client.keys)
+    for monitor in store.all():
+        if monitor.owner == "device:wyoming":
+            store.delete(monitor.name)
