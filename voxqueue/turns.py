@@ -298,6 +298,8 @@ class TurnStore:
         if spec.audio_key:
             once.call("DEL", spec.audio_key)
         once.call("DELIFEQ", k.session_lock(spec.session_id), spec.turn_id)
+        if status != "ok":  # a yes counts only in the next turn: one that failed uses it up
+            once.call("DEL", k.pending_action(spec.session_id))
         once.call("ZREM", k.session_waiting(spec.session_id), spec.turn_id)
         return once.run() is not None
 

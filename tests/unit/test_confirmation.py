@@ -166,6 +166,16 @@ def test_a_plain_yes_of_the_next_turn_runs_exactly_that_call_once(rt, registry):
     assert ACTIONS == ["front"]
 
 
+def test_a_turn_that_failed_in_between_uses_the_question_up(rt, registry):
+    """A yes counts only in the next turn: a turn of the session that failed before the agent
+    (not heard, say) comes between, and a yes after it confirms nothing."""
+    question_turn(rt, registry, "s-between", FRONT)
+    between = new_turn(rt, "s-between", None, transcript="")
+    rt.store.finish(between, "error", ("stt-no-text-recognized", "nothing heard"))
+    yes = answer(rt, "s-between", "yes")
+    assert confirmed(rt, yes) is None and ACTIONS == []
+
+
 def test_a_yes_at_the_tools_alone_runs_nothing(rt, registry):
     """The old way: the model calling the action again in a yes turn. Without the system's
     question and its take, nothing runs."""
