@@ -270,12 +270,10 @@ class TurnStore:
                data: Mapping[str, Any] | None = None, fence: Fence | None = None) -> bool:
         """End the turn once: an ``error`` event when given, then ``run-end``.
 
-        Returns False when the turn had already ended (nothing is written then). With a
-        ``fence``, raises ``Fenced`` (nothing written) when the writer is no longer its job's
-        newest attempt: a zombie must not end a turn the attempt that took over is running.
+        False when it had already ended (nothing written). With a ``fence``, raises ``Fenced``
+        (nothing written) when the writer is no longer its job's newest attempt.
         """
-        k = self.keys
-        events = k.events(spec.turn_id)
+        k, events = self.keys, self.keys.events(spec.turn_id)
         now = time.time()
         # The end flag, the events and the bookkeeping in one script: a crash cannot leave a
         # turn ended without its run-end, nor a run-end without the session freed.
