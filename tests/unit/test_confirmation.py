@@ -9,26 +9,20 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
-from tests.unit.runtimes import installed
+from tests.unit import test_guard_taint as taint
 from tests.unit.test_context_redis import long_history, new_stage, prepare_context
 from tests.unit.test_context_redis import runtime as context_runtime
 from tests.unit.test_guard_taint import (
     ACTIONS,
-    SEEN_UTTERANCES,
-    harmless,
     new_turn,
-    read_page,
     run,
-    unlock,
 )
 from voxqueue.contracts import AgentStep, ToolOutcome, TurnSpec
 from voxqueue.contracts.confirm import PendingAction
 from voxqueue.sessions import Sessions
-from voxqueue.settings import Settings
 from workers.agent import confirmation
 from workers.agent import messages as msg
 from workers.agent.history import History
@@ -37,29 +31,14 @@ from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
 from workers.toolkit.confirm import CONFIRMED_FIELD, question_for
 from workers.toolkit.context import ToolCall
-from workers.toolkit.registry import Tool, ToolRegistry
+from workers.toolkit.registry import ToolRegistry
 from workers.tools.executor import run_tool_call
 from workers.tools.guard import TurnGuard
 from workers.wiring import runtime_for
 
+rt = taint.rt  # the fixtures: a runtime on the guard tests' db, and their tools
+registry = taint.registry
 FRONT = ("unlock", {"door": "front"})
-DB = 12
-
-
-@pytest.fixture
-def rt(redis_server) -> Iterator[Runtime]:
-    url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
-    runtime_ = runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
-                                    key_prefix=f"vqc-{uuid.uuid4().hex[:8]}"))
-    ACTIONS.clear()
-    SEEN_UTTERANCES.clear()
-    with installed(runtime_):
-        yield runtime_
-
-
-@pytest.fixture
-def registry() -> ToolRegistry:
-    return ToolRegistry([Tool.from_function(f) for f in (read_page, unlock, harmless)])
 
 
 def run_as(rt: Runtime, registry: ToolRegistry, spec: TurnSpec, call_id: str, name: str,
