@@ -59,9 +59,11 @@ class Settings(GatewaySettings):
 
     # -- turns ------------------------------------------------------------------------------
     turn_deadline_s: float = 60.0
+    """Past it every stage stops and the turn ends with ``timeout``."""
     max_deadline_s: float = 300.0
     """The longest deadline a turn may ask for; the gateway and every worker enforce it."""
     max_steps: int = 8
+    """LLM calls per turn."""
     turn_ttl_s: int = 3600
     """How long a turn's events, audio and state stay in Redis."""
     session_ttl_s: int = 7 * 24 * 3600
@@ -91,8 +93,12 @@ class Settings(GatewaySettings):
 
     # -- providers ----------------------------------------------------------------------------
     stt: str = "auto"
+    """``auto`` (OpenAI with its key, else Whisper when installed, else pocketsphinx),
+    ``openai``, ``whisper`` or ``pocketsphinx``."""
     llm: str = "auto"
+    """``auto`` (OpenAI with its key or a base URL, else local intents), ``openai``, ``local``."""
     tts: str = "auto"
+    """``auto`` (ElevenLabs with its key, else Piper), ``elevenlabs`` or ``piper``."""
 
     openai_api_key: SecretStr | None = Field(
         default=None, validation_alias=AliasChoices("OPENAI_API_KEY", "VOXQUEUE_OPENAI_API_KEY")
@@ -255,6 +261,7 @@ class Settings(GatewaySettings):
 
     metrics_port: int = 9464
     """Port of the Prometheus exporter (``voxqueue exporter``, started by ``voxqueue up``)."""
+    # -- the reply's speech ------------------------------------------------------------------
     speak_while_thinking: bool = True
     """Send each sentence to TTS as soon as the LLM has written it (off: after the reply)."""
     speech_filter: bool = True

@@ -161,7 +161,7 @@ def test_flower_tasks_page_shows_the_turns_on_its_first_page(up):
         for turn in up.turns:  # newest first: every turn is on the first page, by its id
             assert turn in page, (turn, page[:2000])
         assert "housekeeping" not in page and "fire_timers" not in page
-        # One turn found by its id in the search box (as the README tells).
+        # One turn found by its id in the search box (as docs/operations.md tells).
         first = up.turns[0]
         browser.evaluate(f"$('#tasks-table').DataTable().search('{first}').draw()")
         found = browser.wait_for(

@@ -4,7 +4,7 @@ The model loads once per process (``whisper_model.model_source`` says from where
 arrives already endpointed by the edge, so there is no VAD pass; the language comes from the
 settings, and the beam size from ``VOXQUEUE_WHISPER_BEAM_SIZE``. No hot words and no initial
 prompt: the tools' example sentences given either way made commands worse here (bench:
-``bench/offline_stt_accuracy.py``; the README has the numbers).
+``bench/offline_stt_accuracy.py``; docs/benchmarks.md has the numbers).
 
 Whisper's encoder always sees a 30 s window, so a 3 s command costs what 30 s of speech costs.
 A short command is first decoded in a shorter window (``VOXQUEUE_WHISPER_SHORT_WINDOW_S``),
