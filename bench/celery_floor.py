@@ -1,5 +1,7 @@
 """The floor of a queue hop here: a bare Celery task with voxqueue's Celery settings.
 
+    .venv/bin/python -m bench.celery_floor [--hops 200]
+
 The worker runs ``celery -A bench.celery_floor worker`` (threads, events on, like ours); the
 task only records how long after its sending it started. ``bench.latency`` prints this beside
 voxqueue's own hop, measured in the same run.
@@ -7,6 +9,7 @@ voxqueue's own hop, measured in the same run.
 
 from __future__ import annotations
 
+import argparse
 import functools
 import os
 import statistics
@@ -79,7 +82,7 @@ def _send_and_wait(sender: Celery, r: redis.Redis, n: int, timeout: float) -> No
 
 def measure_on_own_redis(n: int = 200) -> list[float]:
     """``measure`` on a private Redis started for it."""
-    from tests.conftest import RedisServer
+    from testkit import RedisServer
 
     server = RedisServer()
     server.start()
@@ -89,6 +92,12 @@ def measure_on_own_redis(n: int = 200) -> list[float]:
         server.stop()
 
 
-if __name__ == "__main__":
-    hops = measure_on_own_redis()
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hops", type=int, default=200)
+    hops = measure_on_own_redis(parser.parse_args().hops)
     print(f"bare Celery hop p50 {statistics.median(hops):.2f} ms over {len(hops)}")
+
+
+if __name__ == "__main__":
+    main()

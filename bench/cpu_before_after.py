@@ -4,10 +4,11 @@
         [--concurrency 12] [--idle-s 20] [--after-env VOXQUEUE_X=value ...]
 
 Checks REF out in a temporary git worktree and runs ``bench.cpu_per_turn`` (this checkout's
-copy, so both sides are measured the same way) in it and here, alternating which goes first
-each round, on this checkout's environment. Prints the medians by process, before and after,
-and each side's multiple of the floor it measured in the same run. ``--after-env`` runs the
-"after" side with a setting (``--before HEAD`` then compares a setting with the default).
+``bench`` and ``testkit``, so both sides are measured the same way) in it and here, alternating
+which goes first each round, on this checkout's environment. Prints the medians by process,
+before and after, and each side's multiple of the floor it measured in the same run.
+``--after-env`` runs the "after" side with a setting (``--before HEAD`` then compares a setting
+with the default).
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ def main() -> None:
     subprocess.run(["git", "worktree", "add", "--detach", str(before_tree), args.before],
                    cwd=ROOT, check=True, capture_output=True)
     try:
-        shutil.rmtree(before_tree / "bench")
-        shutil.copytree(ROOT / "bench", before_tree / "bench")  # the same measurement
+        for part in ("bench", "testkit"):  # the same measurement, and the same fakes
+            shutil.rmtree(before_tree / part, ignore_errors=True)
+            shutil.copytree(ROOT / part, before_tree / part)
         sides: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
         for i in range(args.rounds):
             order = [("before", before_tree), ("after", ROOT)]

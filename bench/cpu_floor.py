@@ -109,14 +109,6 @@ def _voice() -> Any:
                       base_url=os.environ["VOXQUEUE_ELEVENLABS_BASE_URL"])
 
 
-@functools.cache
-def _voice_settings() -> Settings:
-    """The voice's settings, once per process as the workers' are (building them takes ~2 ms)."""
-    return Settings(_env_file=None,  # type: ignore[call-arg]
-                    elevenlabs_api_key=os.environ["ELEVENLABS_API_KEY"],
-                    elevenlabs_base_url=os.environ["VOXQUEUE_ELEVENLABS_BASE_URL"])
-
-
 def _read_model(pieces: list[str], pause_s: float, send: Callable[[int], None]) -> None:
     """The agent's step: read the model's reply, ``send(seq)`` each piece once its text is in
     (the last at the reply's end)."""
@@ -167,66 +159,6 @@ def floor_speak_read(turn: str, seq: int, text: str, chunks: list[int],
     r.xadd(key, {"end": seq})
 
 
-@app.task(name="voxqueue.agent.floor_turn_ws")
-def floor_turn_ws(turn: str, pieces: list[str], sentences: list[list[int]],
-                  pause_s: float = 0.0) -> None:
-    """The agent's step reading the model's stream, for one voice connection per turn: the
-    first piece starts the turn's one TTS task, later pieces go to it through a Redis list."""
-
-    def send(seq: int) -> None:
-        if seq == 0:
-            floor_speak_ws.apply_async(args=[turn, pieces[0], sentences, pause_s], queue="tts")
-        else:
-            _redis().rpush(f"floor:{turn}:text", pieces[seq])
-
-    _read_model(pieces, pause_s, send)
-
-
-@app.task(name="voxqueue.tts.floor_speak_ws")
-def floor_speak_ws(turn: str, text: str, sentences: list[list[int]],
-                   pause_s: float = 0.0) -> None:
-    """A turn's audio from one connection to the voice (ElevenLabs' multi-context input
-    stream, through ``bench.voice_contexts``: a context per piece), fed the later pieces' text
-    as they come, each relayed in the real turn's chunks."""
-    import threading
-
-    from bench.voice_contexts import Audio, VoiceContexts
-
-    r, key = _redis(), f"floor:{turn}"
-    settings = _voice_settings()
-    sizes = [iter(s) for s in sentences]
-    want = [next(s, 0) for s in sizes]
-    held = [bytearray() for _ in sentences]
-    ended = 0
-    with VoiceContexts(settings, deadline=time.time() + 60) as voice:
-        voice.speak("0", text)
-
-        def feed() -> None:  # the later pieces' text, as the agent's step sends it
-            for seq in range(1, len(sentences)):
-                _, more = r.blpop([f"{key}:text"], timeout=60) or (None, b"")
-                voice.speak(str(seq), more.decode())
-
-        feeder = threading.Thread(target=feed, daemon=True)
-        feeder.start()
-        for event in _in_batches(voice.events(), pause_s):
-            seq = int(event.context)
-            if not isinstance(event, Audio):
-                if held[seq]:
-                    r.xadd(key, {"a": bytes(held[seq])})
-                r.xadd(key, {"end": seq})
-                ended += 1
-                if ended == len(sentences):
-                    break
-                continue
-            held[seq] += event.pcm
-            while want[seq] and len(held[seq]) >= want[seq]:
-                r.xadd(key, {"a": bytes(held[seq][:want[seq]])})
-                del held[seq][:want[seq]]
-                want[seq] = next(sizes[seq], 0)
-        feeder.join()
-    r.delete(f"{key}:text")
-
-
 def start_workers(redis_url: str, log_dir: Path,
                   env: dict[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
     """The floor's worker processes: as many per queue, and the same pools, as ours
@@ -249,16 +181,14 @@ def start_workers(redis_url: str, log_dir: Path,
 
 def run_turn(sender: Celery, r: redis.Redis, turn: str, sentences: list[list[int]],
              timeout: float = 60.0, pieces: list[str] | None = None,
-             pause_s: float = 0.0, one_connection: bool = False) -> None:
+             pause_s: float = 0.0) -> None:
     """Send a floor turn and read its stream until every sentence ended (``pieces``: the
-    sentences' texts, for the floor with the providers' streams, read with ``pause_s``;
-    ``one_connection``: the voice's audio from one input stream per turn)."""
+    sentences' texts, for the floor with the providers' streams, read with ``pause_s``)."""
     if pieces is None:
         sender.send_task("voxqueue.agent.floor_turn", args=[turn, sentences], queue="agent")
     else:
-        task = "floor_turn_ws" if one_connection else "floor_turn_read"
-        sender.send_task(f"voxqueue.agent.{task}", args=[turn, pieces, sentences, pause_s],
-                         queue="agent")
+        sender.send_task("voxqueue.agent.floor_turn_read",
+                         args=[turn, pieces, sentences, pause_s], queue="agent")
     ended, last, deadline = 0, "0", time.time() + timeout
     while ended < len(sentences):
         if time.time() > deadline:

@@ -22,11 +22,6 @@ profile) in a process of their own. In one run:
    with none of our guarantees, and ours as a multiple of that; and the same with a 0.2 s
    pause after every read (our longest), the fewest wake-ups such reading can have.
 
-``--profile DIR``: py-spy samples every process of ours while idle (in DIR/idle) and during the
-turns (raw collapsed stacks in DIR, a flame-graph input; keep DIR out of the repository), and
-the floor's workers while they read the providers' streams with pauses (DIR/floor); a summary of
-each of ours' own time is printed. (Profiling costs CPU: the figures of a profiled run
-are not the table's.)
 """
 
 from __future__ import annotations
@@ -49,8 +44,7 @@ from bench.harness import (
     main_thread_cpu_seconds,
 )
 from bench.latency import PROFILE, REPLY, run_turns
-from bench.profiles import Profiles
-from tests.conftest import free_port, system_env
+from testkit import free_port, system_env
 from voxqueue.process_table import DEFAULT_PROCESSES
 
 
@@ -110,9 +104,6 @@ def main() -> None:
     parser.add_argument("--idle-s", type=float, default=20.0)
     parser.add_argument("--json", type=Path, default=None,
                         help="also write the figures to this file (bench.cpu_before_after)")
-    parser.add_argument("--profile", type=Path, default=None,
-                        help="a directory (outside the repository) for py-spy profiles of the "
-                             "turns")
     parser.add_argument("--env", action="append", default=[], type=setting,
                         metavar="VOXQUEUE_X=value",
                         help="a setting for every process of the run (repeatable)")
@@ -122,13 +113,7 @@ def main() -> None:
                       **env) as system:
         start_like_up(system)
         system.fake.script_chat({"repeat": True, "content": REPLY})
-        workers = {k: v for k, v in system.pids.items() if k.split("-")[0] in OURS}
-        idle_profiles = Profiles(args.profile / "idle", workers) if args.profile else None
-        if idle_profiles:
-            idle_profiles.start()
         idle = by_role(cpu_per(system.pids, lambda: time.sleep(args.idle_s), args.idle_s)[0])
-        if idle_profiles:
-            idle_profiles.stop()
         run_turns(system, 4, 2, lambda i: system.client.ask("warm up", session=f"w{i}"))
         turns: list[Any] = []
 
@@ -137,12 +122,7 @@ def main() -> None:
                                    lambda i: system.client.ask("weather tomorrow",
                                                                session=f"c{i}"))[0])
 
-        profiles = Profiles(args.profile, workers) if args.profile else None
-        if profiles:
-            profiles.start()
         real, switches, main_thread = map(by_role, cpu_per(system.pids, ours, args.turns))
-        if profiles:
-            profiles.stop()
         sentences, pieces = audio_chunks(turns[0]), piece_texts(turns[0])
         # The same Redis server, another database: the floor's queues are not ours.
         url = system.sup.settings.redis_url.rsplit("/", 1)[0] + "/1"
@@ -165,10 +145,6 @@ def main() -> None:
                                          "floor_paused": floor_paused,
                                          "switches": switches, "main_thread": main_thread,
                                          "ours": list(OURS)}))
-    if profiles:
-        print(profiles.summary())
-    if idle_profiles:
-        print("\nidle:", idle_profiles.summary())
 
 
 def audio_chunks(turn: Any) -> list[list[int]]:
@@ -189,16 +165,15 @@ def piece_texts(turn: Any) -> list[str]:
 
 def floor_cpu(system: BenchSystem, procs: list[Any], url: str, sentences: list[list[int]],
               args: argparse.Namespace, pieces: list[str] | None = None,
-              pause_s: float = 0.0, one_connection: bool = False) -> dict[str, float]:
-    """The floor's CPU per turn; with ``pieces``, the floor with the providers' streams
-    (``one_connection``: the voice's from one input stream per turn)."""
+              pause_s: float = 0.0) -> dict[str, float]:
+    """The floor's CPU per turn; with ``pieces``, the floor with the providers' streams."""
     import redis
 
     sender = cpu_floor.sender_for(url)
     r = redis.Redis.from_url(url)
     for _ in range(4):  # warm-up
         cpu_floor.run_turn(sender, r, uuid.uuid4().hex, sentences, pieces=pieces,
-                           pause_s=pause_s, one_connection=one_connection)
+                           pause_s=pause_s)
     pids = {f"floor-{i}": p.pid for i, p in enumerate(procs)}
     pids |= {"redis": system.pids["redis"], "benchmark (listeners)": system.pids[
         "benchmark (listeners)"], "fake providers": system.pids["fake providers"]}
@@ -208,18 +183,10 @@ def floor_cpu(system: BenchSystem, procs: list[Any], url: str, sentences: list[l
 
         with ThreadPoolExecutor(args.concurrency) as pool:
             list(pool.map(lambda _: cpu_floor.run_turn(
-                sender, r, uuid.uuid4().hex, sentences, pieces=pieces, pause_s=pause_s,
-                one_connection=one_connection), range(args.turns)))
+                sender, r, uuid.uuid4().hex, sentences, pieces=pieces, pause_s=pause_s),
+                range(args.turns)))
 
-    # The floor read with pauses is profiled too (DIR/floor): ours less it is our own work.
-    profiles = (Profiles(args.profile / "floor", {k: v for k, v in pids.items()
-                                                  if k.startswith("floor")})
-                if args.profile and pause_s else None)
-    if profiles:
-        profiles.start()
     cpu, woke, main = cpu_per(pids, run, args.turns)
-    if profiles:
-        profiles.stop()
     return {"workers": sum(v for k, v in cpu.items() if k.startswith("floor")),
             "workers_wake_ups": sum(v for k, v in woke.items() if k.startswith("floor")),
             "workers_main_thread": sum(v for k, v in main.items() if k.startswith("floor")),

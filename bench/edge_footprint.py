@@ -22,7 +22,7 @@ import wave
 from typing import Any
 
 from edge.frames import FRAME_BYTES, frames_of
-from tests.conftest import ROOT, SPEECH, free_port
+from testkit import ROOT, SPEECH, free_port
 
 TARGET_CORE = 0.03
 TARGET_MB = 150.0

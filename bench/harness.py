@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.redis_delay import DelayProxy
-from tests.conftest import ROOT, RedisServer, system_env
-from tests.fakes import FakeProviders, spawn
+from testkit import ROOT, RedisServer, system_env
+from testkit.fakes import FakeProviders, spawn
 from voxqueue.client import Client
 from voxqueue.settings import QUEUES, Settings
 from voxqueue.supervisor import Supervisor

@@ -20,8 +20,8 @@ from typing import Any
 
 from bench import celery_floor
 from bench.harness import BenchSystem, bench_system, cpu_seconds, percentile, turn_breakdown
-from tests.conftest import ROOT
-from tests.fakes.provider_server import _words as reply_tokens
+from testkit import SPEECH
+from testkit.fakes.provider_server import streamed_words
 from voxqueue.client import Turn
 from voxqueue.process_table import DEFAULT_PROCESSES
 from voxqueue.sentences import SentenceSplitter
@@ -37,7 +37,7 @@ REPLY = ("Tomorrow will be sunny in Lisbon with a high of twenty four degrees. "
 
 
 #: A spoken question (4.2 s) for the turns that go through STT.
-QUESTION = ROOT / "tests" / "fixtures" / "speech" / "command_weather_paris.wav"
+QUESTION = SPEECH / "command_weather_paris.wav"
 
 
 def first_audio_ms(turn: Turn) -> float:
@@ -98,7 +98,7 @@ def zero_overhead_ratio() -> float:
     """Streaming / sequential first audio if queues, SDKs and Redis cost nothing: only the
     profile's token times and the TTS's first byte, with the first piece cut where the real
     splitter cuts it (the fake streams a token per word; the stop is a token too)."""
-    words = reply_tokens(REPLY)
+    words = streamed_words(REPLY)
     splitter = SentenceSplitter(first_phrase_words=Settings(_env_file=None).first_phrase_words)  # type: ignore[call-arg]
     cut_at = next(i for i, word in enumerate(words, 1) if splitter.feed(word))
     token_s = 1 / PROFILE["llm_tokens_per_s"]

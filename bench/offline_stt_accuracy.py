@@ -1,6 +1,8 @@
-"""Offline speech recognition on every recording in ``tests/fixtures/speech`` (the shared
-fixtures and the held-out set of ``bench.record_heldout``): pocketsphinx (biased by the tools'
-sentences) against Whisper (faster-whisper, base, int8), side by side in one run.
+"""Offline speech recognition: pocketsphinx against Whisper on every recorded fixture.
+
+Every recording in ``tests/fixtures/speech`` (the shared fixtures and the held-out set,
+``tests/fixtures/speech/record_heldout.py``): pocketsphinx (biased by the tools' sentences)
+against Whisper (faster-whisper, base, int8), side by side in one run.
 
     .venv/bin/python -m bench.offline_stt_accuracy            # accuracy, then end to end
     .venv/bin/python -m bench.offline_stt_accuracy --no-e2e   # accuracy only
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.harness import bench_system, percentile
-from tests.conftest import SPEECH
+from testkit import SPEECH
 from voxqueue.settings import Settings
 from workers.intents import IntentMatcher, matcher_for
 from workers.intents.numbers import words_to_numbers

@@ -11,7 +11,7 @@ import argparse
 import statistics
 
 from bench.harness import bench_system, percentile, turn_breakdown
-from tests.conftest import SPEECH
+from testkit import SPEECH
 
 
 def main() -> None:

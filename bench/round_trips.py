@@ -20,11 +20,11 @@ from typing import Any
 
 from bench.harness import BenchSystem, bench_system
 from bench.redis_delay import DelayProxy, measured_rtt_s
-from tests.conftest import ROOT
+from testkit import ROOT, SPEECH
 from voxqueue.client import Turn
 from voxqueue.process_table import DEFAULT_PROCESSES
 
-QUESTION = ROOT / "tests" / "fixtures" / "speech" / "command_weather_paris.wav"
+QUESTION = SPEECH / "command_weather_paris.wav"
 #: Providers that answer at once: what is left is our path.
 INSTANT = {"stt_delay_s": 0.0, "llm_ttft_s": 0.0, "llm_tokens_per_s": 2000.0,
            "tts_ttfb_s": 0.0, "tts_rtf": 0.0}

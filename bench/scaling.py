@@ -18,8 +18,8 @@ import threading
 import time
 from pathlib import Path
 
-from tests.conftest import RedisServer, system_env
-from tests.fakes import FakeProviders
+from testkit import RedisServer, system_env
+from testkit.fakes import FakeProviders
 from voxqueue.client import Client
 from voxqueue.settings import Settings
 from voxqueue.supervisor import Supervisor

@@ -25,9 +25,8 @@ from typing import Any
 
 from bench.harness import BenchSystem, bench_system
 from bench.latency import PROFILE
-from tests.conftest import ROOT
+from testkit import ROOT, SPEECH
 
-SPEECH = ROOT / "tests" / "fixtures" / "speech"
 #: Wake word, command, and the transcript the fake cloud STT gives for it.
 COMMANDS = {
     "hey_jarvis_time_tokyo.wav": "What time is it in Tokyo?",

@@ -29,7 +29,7 @@ from wyoming.tts import Synthesize
 
 from bench.harness import BenchSystem, bench_system, percentile
 from bench.latency import PROFILE, QUESTION, REPLY
-from tests.conftest import ROOT, free_port
+from testkit import ROOT, free_port
 from voxqueue.audio import read_speech
 
 

@@ -4,7 +4,7 @@ The threaded client reads its socket on a thread of its own while the caller's t
 (and a keepalive thread pings). Over TLS both enter one OpenSSL session at once, which OpenSSL
 does not allow and Python's ``ssl`` does not prevent. With TLS 1.3 the server's session
 tickets come just after the handshake, as the client sends its upgrade request: measured here
-(``python -m bench.tls_race``), 10 connections of 3,000 got no answer and then hung for good in
+(``docs/benchmarks.md``), 10 connections of 3,000 got no answer and then hung for good in
 ``connect`` (the reader blocked in ``SSL_read``, which closing a socket does not wake); none of
 3,000 through this module, none with the tickets off. Every TLS WebSocket that
 voxqueue opens with the threaded client (a device's streamed capture through the gateway, the

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import redis
 
+from testkit.fakes.flip_server import FlipServer
 from tests.conftest import ROOT, System, system_env
-from tests.fakes.flip_server import FlipServer
 from voxqueue.keys import Keys
 from workers.agent.context.compaction import SUMMARY_PREFIX
 from workers.agent.context.tokens import count_messages, count_tools

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import redis
 
+from testkit.fakes.http_services import FakeServices
 from tests.conftest import RedisServer, System, system_env
-from tests.fakes.http_services import FakeServices
 
 pytestmark = pytest.mark.integration
 

@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
+from testkit.fakes.flip_server import FlipServer
+from testkit.fakes.http_services import HA_TOKEN, FakeServices
 from tests.conftest import SPEECH, RedisServer, System, system_env
-from tests.fakes.flip_server import FlipServer
-from tests.fakes.http_services import HA_TOKEN, FakeServices
 
 pytestmark = pytest.mark.integration
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import redis
 
+from testkit.fakes.http_services import FakeServices
 from tests.conftest import SPEECH, RedisServer, System, system_env
-from tests.fakes.http_services import FakeServices
 from voxqueue.audio import SAMPLE_RATE, rms
 
 pytestmark = pytest.mark.integration

@@ -47,7 +47,7 @@ class Satellite:
 
     def __init__(self, python: Path, port: int, wav: Path, played: Path, log: Path,
                  extra: list[str]) -> None:
-        mic = f"{shlex.quote(sys.executable)} {ROOT / 'tests/fakes/mic_from_wav.py'} {wav}"
+        mic = f"{shlex.quote(sys.executable)} {ROOT / 'testkit/fakes/mic_from_wav.py'} {wav}"
         snd = f"sh -c {shlex.quote(f'cat >> {played}')}"
         self.log = log.open("ab")
         self.proc = subprocess.Popen(
@@ -77,7 +77,7 @@ def rig(request, system, satellite_python, tmp_path) -> Iterator[dict]:
     if request.param == "wakes itself":
         wake_port = free_port()
         wake_service = subprocess.Popen(
-            [sys.executable, "-m", "tests.fakes.wake_service", "--port", str(wake_port)],
+            [sys.executable, "-m", "testkit.fakes.wake_service", "--port", str(wake_port)],
             cwd=ROOT, stdout=subprocess.PIPE, text=True)
         assert wake_service.stdout is not None and wake_service.stdout.readline() == "READY\n"
         extra = ["--wake-uri", f"tcp://127.0.0.1:{wake_port}", "--wake-word-name", "hey_jarvis"]

@@ -1,7 +1,7 @@
 """The chaos test's ledger: what every turn, every session's history and the side effect's own
 file say, checked against each other. Nothing here trusts the system under test: the effect's
 file is written by the tool itself (tests/tool_modules/chaos_tools.py), the audio is decoded back
-into words (tests/fakes/chaos_model.py), and every finding names its turn and what was seen.
+into words (testkit/fakes/chaos_model.py), and every finding names its turn and what was seen.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.fakes.chaos_model import SIDE_EFFECT_TOOL, heard_text
+from testkit.fakes.chaos_model import SIDE_EFFECT_TOOL, heard_text
 from tests.reliability.ledger import history_problems
 from voxqueue.playback import in_speaking_order
 from voxqueue.spoken import Reading, for_speech

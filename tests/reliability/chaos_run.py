@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from testkit.fakes.chaos_model import ChaosProviders, speech_with_transcript
 from tests.conftest import SPEECH, System, system_env
-from tests.fakes.chaos_model import ChaosProviders, speech_with_transcript
 from tests.reliability.chaos_ledger import (
     Findings,
     TurnRecord,

@@ -2,7 +2,7 @@
 
 Every test takes ``reliability_case("what was tried")`` for each row it adds to the report
 (``$VOXQUEUE_RELIABILITY_REPORT``, else ``reliability.jsonl`` in pytest's tmp dir);
-``bench/reliability_table.py`` turns the rows into the table of docs/reliability.md.
+``python -m tests.reliability.table`` turns the rows into the table of docs/reliability.md.
 """
 
 from __future__ import annotations

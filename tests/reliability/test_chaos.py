@@ -18,7 +18,7 @@ chaos_ledger.py):
 
 The fake model words every answer afresh (asked again, it says something else), streams several
 sentences, calls 1-3 tools in parallel (the side effect first) and quotes the tools' messages in
-its reply (tests/fakes/chaos_model.py).
+its reply (testkit/fakes/chaos_model.py).
 
 ``VOXQUEUE_CHAOS_SEED=N`` replays a run's choices (kills, turns, wording; the instants depend on
 the machine too). The short form always runs; ``--crash`` runs the long one.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.fakes.chaos_model import (
+from testkit.fakes.chaos_model import (
     ChaosProviders,
     heard_text,
     speech_with_transcript,

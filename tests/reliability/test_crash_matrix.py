@@ -27,8 +27,8 @@ import uuid
 
 import pytest
 
+from testkit.fakes.provider_server import spoken_pcm
 from tests.conftest import SPEECH, RedisServer, System, system_env
-from tests.fakes.provider_server import spoken_pcm
 from tests.reliability.ledger import audit_entries, heard_problems, history_problems
 from voxqueue.contracts import TurnEvent
 from voxqueue.turns import StreamEntry

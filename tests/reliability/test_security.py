@@ -20,8 +20,8 @@ import redis
 from kombu import Connection, Exchange, Producer
 from pydantic import SecretStr
 
+from testkit.fakes.http_services import FakeServices
 from tests.conftest import SPEECH, RedisServer, System, free_port, system_env
-from tests.fakes.http_services import FakeServices
 from tests.reliability.conftest import (
     assert_workers_alive,
     full_logs,

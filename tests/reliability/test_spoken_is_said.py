@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
+from testkit.fakes.provider_server import spoken_pcm
 from tests.conftest import RedisServer, System, system_env
-from tests.fakes.provider_server import spoken_pcm
 from tests.reliability.ledger import audit_entries, heard_problems
 from voxqueue.turns import StreamEntry
 

@@ -17,7 +17,7 @@ import httpx
 import openai
 import pytest
 
-from tests.fakes import FakeProviders, FakeProvidersClient, spawn
+from testkit.fakes import FakeProviders, FakeProvidersClient, spawn
 
 ROOT = Path(__file__).resolve().parents[2]
 WAV = ROOT / "tests" / "fixtures" / "speech" / "command_time.wav"
@@ -363,7 +363,7 @@ def test_reset_clears_everything(fake):
 
 def test_subprocess_server_with_admin_routes():
     proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.fakes.provider_server", "--port", "0"],
+        [sys.executable, "-m", "testkit.fakes.provider_server", "--port", "0"],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

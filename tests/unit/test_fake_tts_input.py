@@ -17,8 +17,8 @@ import trustme
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection
 
-from tests.fakes import FakeProviders
-from tests.fakes.provider_server import spoken_pcm
+from testkit.fakes import FakeProviders
+from testkit.fakes.provider_server import spoken_pcm
 from voxqueue.tls_websocket import connect
 
 
@@ -167,84 +167,3 @@ def test_an_unknown_output_format_is_refused_at_the_upgrade(
     with pytest.raises(InvalidStatus) as refused:
         open_stream(fake, trusting, output_format="mp3_44100_128")
     assert refused.value.response.status_code == 422
-
-
-# -- the multi-context socket, its messages built and read with the SDK's own types ----------
-
-def open_multi(fake: FakeProviders, context: ssl.SSLContext) -> ClientConnection:
-    url = fake.elevenlabs_base_url.replace("https", "wss", 1)
-    return connect(f"{url}/v1/text-to-speech/v1/multi-stream-input?output_format=pcm_16000",
-                   ssl=context, additional_headers={"xi-api-key": "el-test"})
-
-
-def send(ws: ClientConnection, message: Any) -> None:
-    ws.send(json.dumps(message.dict()))
-
-
-def read_multi(ws: ClientConnection) -> tuple[dict[str, bytes], list[str]]:
-    """Each context's audio, and the contexts in the order they ended, until the close."""
-    from elevenlabs.types import AudioOutputMulti, FinalOutputMulti
-
-    audio: dict[str, bytes] = {}
-    ended = []
-    for raw in messages(ws):
-        if raw.get("isFinal"):
-            ended.append(str(FinalOutputMulti.model_validate(raw).context_id))
-        else:
-            out = AudioOutputMulti.model_validate(raw)
-            key = str(out.context_id)
-            audio[key] = audio.get(key, b"") + base64.b64decode(out.audio)
-    return audio, ended
-
-
-def test_contexts_are_spoken_apart_and_each_ends_with_its_final(
-        fake: FakeProviders, trusting: ssl.SSLContext) -> None:
-    from elevenlabs.types import CloseContext, CloseSocket, InitializeConnectionMulti, SendTextMulti
-
-    fake.set_profile(tts_rtf=0.25)
-    first, second = "Tomorrow will be sunny", "in Lisbon with a high of twenty four degrees."
-    with open_multi(fake, trusting) as ws:
-        send(ws, InitializeConnectionMulti(context_id="0"))
-        send(ws, SendTextMulti(text=first + " ", context_id="0", flush=True))
-        send(ws, InitializeConnectionMulti(context_id="1"))
-        send(ws, SendTextMulti(text=second + " ", context_id="1", flush=True))
-        send(ws, CloseContext(context_id="1", close_context=True))
-        send(ws, CloseContext(context_id="0", close_context=True))
-        send(ws, CloseSocket(close_socket=True))
-        audio, ended = read_multi(ws)
-        assert ws.close_code == 1000
-    assert {k: len(v) for k, v in audio.items()} == {"0": audio_bytes(first),
-                                                     "1": audio_bytes(second)}
-    assert ended == ["0", "1"]  # the shorter one is done first, though closed last
-    (record,) = fake.requests_for("tts-input")
-    assert sorted(record["spoken"]) == [["0", first], ["1", second]]
-
-
-def test_a_context_speaks_by_the_schedule_and_on_close(
-        fake: FakeProviders, trusting: ssl.SSLContext) -> None:
-    from elevenlabs.types import CloseSocket, InitializeConnectionMulti, SendTextMulti
-    from elevenlabs.types.generation_config import GenerationConfig
-
-    with open_multi(fake, trusting) as ws:
-        send(ws, InitializeConnectionMulti(
-            context_id="a", generation_config=GenerationConfig(chunk_length_schedule=[20])))
-        for part in ("one two three four ", "five ", "six seven "):
-            send(ws, SendTextMulti(text=part, context_id="a"))
-        ws.send(json.dumps({"text": "", "context_id": "a"}))  # kept alive: nothing spoken
-        send(ws, CloseSocket(close_socket=True))
-        audio, ended = read_multi(ws)
-    (record,) = fake.requests_for("tts-input")
-    assert record["spoken"] == [["a", "one two three four five"], ["a", "six seven"]]
-    assert ended == ["a"] and len(audio["a"]) == sum(
-        audio_bytes(t) for _, t in record["spoken"])
-
-
-def test_text_for_a_context_never_opened_is_refused(
-        fake: FakeProviders, trusting: ssl.SSLContext) -> None:
-    from elevenlabs.types import SendTextMulti
-
-    with open_multi(fake, trusting) as ws:
-        send(ws, SendTextMulti(text="Hello ", context_id="nope"))
-        (answer,) = messages(ws)
-        assert ws.close_code == 1008
-    assert answer["error"] == "invalid_message"

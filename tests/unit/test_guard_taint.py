@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.fakes.http_services import FakeServices
+from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.contracts import AgentStep, ToolOutcome, TurnSpec
 from voxqueue.settings import Settings

@@ -54,7 +54,7 @@ def test_names_a_client_makes_up_are_counted_as_other(redis_server):
 
 def test_by_default_the_exporter_knows_what_the_workers_offer(redis_server):
     settings = Settings(_env_file=None, redis_url=redis_server.url,
-                        tool_modules="tests.tool_modules.probe_tools", tools_deny="roll_dice")
+                        tool_modules="testkit.probe_tools", tools_deny="roll_dice")
     exporter = Exporter(settings)
     try:
         known = exporter.metrics.tool_names

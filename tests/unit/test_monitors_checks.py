@@ -12,7 +12,7 @@ import pytest
 import redis
 from celery import Celery
 
-from tests.fakes.flip_server import FlipServer
+from testkit.fakes.flip_server import FlipServer
 from voxqueue.celery_config import celery_config
 from voxqueue.contracts import TurnEvent
 from voxqueue.settings import Settings

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.fakes.flip_server import FlipServer
-from tests.fakes.http_services import FakeServices
+from testkit.fakes.flip_server import FlipServer
+from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.doctor import family_of
 from voxqueue.settings import Settings

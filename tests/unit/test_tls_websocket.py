@@ -18,9 +18,9 @@ import pytest
 import trustme
 from websockets.exceptions import ConnectionClosed
 
+from testkit.fakes import FakeProviders
+from testkit.fakes.provider_server import spoken_pcm
 from tests.conftest import SPEECH
-from tests.fakes import FakeProviders
-from tests.fakes.provider_server import spoken_pcm
 from voxqueue.audio import read_speech
 from voxqueue.settings import Settings
 from voxqueue.tls_websocket import SerializedTLSConnection, SerializedTLSSocket, connect
@@ -187,7 +187,7 @@ def refused_opening(url: str, context: ssl.SSLContext) -> tuple[str, int | None]
 def test_hundreds_of_connections_each_get_their_answer(
         fake: FakeProviders, client_context: ssl.SSLContext) -> None:
     """A refused opening, over and over: the workload on which websockets' own client hung in
-    ``connect`` (10 in 3,000 here, ``bench.tls_race``). Each connection has 20 s: a hang fails
+    ``connect`` (10 in 3,000 here, docs/benchmarks.md). Each connection has 20 s: a hang fails
     the test at once, and leaves its thread behind."""
     url = stream_url(fake)
     for n in range(500):

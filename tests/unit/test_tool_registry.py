@@ -144,5 +144,5 @@ def test_builtin_registry_and_user_modules(monkeypatch):
     from voxqueue.settings import Settings
     from workers.toolkit.assembly import assemble_tools
 
-    reg = assemble_tools(Settings(_env_file=None, tool_modules="tests.tool_modules.probe_tools"))
+    reg = assemble_tools(Settings(_env_file=None, tool_modules="testkit.probe_tools"))
     assert {"get_current_time", "calculate", "sleep_one", "add_numbers"} <= set(reg.names)

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.fakes.http_services import FakeServices
+from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.settings import Settings
 from workers.runtime.resources import Runtime

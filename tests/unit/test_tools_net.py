@@ -12,7 +12,7 @@ import socket
 
 import pytest
 
-from tests.fakes.http_services import FakeServices
+from testkit.fakes.http_services import FakeServices
 from voxqueue.settings import Settings
 from workers.toolkit.net import (
     Allowlist,

@@ -1,7 +1,7 @@
 """A Wyoming wake word service for ``wyoming-satellite --wake-uri``, on the edge's own engine
 (pymicro-wakeword, as ``wyoming-microwakeword`` runs it): audio chunks in, ``detection`` out.
 
-    python -m tests.fakes.wake_service --port PORT     # prints READY once listening
+    python -m testkit.fakes.wake_service --port PORT     # prints READY once listening
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Fake providers that can surprise, for the chaos test: the same HTTP boundary as
-:class:`tests.fakes.provider_server.FakeProviders`, with a model that behaves like a sampled one.
+:class:`testkit.fakes.provider_server.FakeProviders`, with a model that behaves like a sampled one.
 
 - Every answer is worded afresh: the wording is drawn from a generator seeded by the run's seed,
   the request's messages and how many times that same request was asked before, so a model
@@ -28,7 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.provider_server import FILE_KEY, FakeProviders, Json, _text_of
+from testkit.fakes.provider_server import FILE_KEY, FakeProviders, Json, _text_of
 
 #: Samples per character of the fake voice (2 ms at 16 kHz: a sentence streams over ~100 ms).
 SAMPLES_PER_CHAR = 32

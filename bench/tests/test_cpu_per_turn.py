@@ -1,4 +1,4 @@
-"""A benchmark run with a setting takes only ``VOXQUEUE_X=value``."""
+"""A benchmark run with a setting (``bench.cpu_per_turn --env``) takes only ``VOXQUEUE_X=value``."""
 
 from __future__ import annotations
 

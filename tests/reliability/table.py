@@ -1,9 +1,9 @@
-"""The README's reliability table: run ``tests/reliability`` and print one row per case tried.
+"""The reliability table: run ``tests/reliability`` and print one row per case tried.
 
-    .venv/bin/python -m bench.reliability_table                # the default run (a few minutes)
-    .venv/bin/python -m bench.reliability_table --soak         # with the soak variants
-    .venv/bin/python -m bench.reliability_table -- -k load     # extra pytest arguments
-    .venv/bin/python -m bench.reliability_table --rows FILE    # a table from rows collected before
+    .venv/bin/python -m tests.reliability.table               # the default run (a few minutes)
+    .venv/bin/python -m tests.reliability.table --soak        # with the soak variants
+    .venv/bin/python -m tests.reliability.table -- -k load    # extra pytest arguments
+    .venv/bin/python -m tests.reliability.table --rows FILE   # a table from rows collected before
 
 Each reliability test appends rows ``{"case", "turns", "lost", "duplicates", "notes", "outcome"}``
 to the JSON-lines file named by ``VOXQUEUE_RELIABILITY_REPORT``; this script points that at a
@@ -21,8 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-REPORT_ENV = "VOXQUEUE_RELIABILITY_REPORT"
+from tests.reliability.ledger import REPORT_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
 COLUMNS = ("Fault or attack", "Turns", "Lost", "Duplicates", "Result", "Notes")
 
 

@@ -11,13 +11,13 @@ In-process::
         fake.script_chat({"tool_calls": [{"name": "get_current_time", "arguments": {}}]})
         ...
 
-Out of process: ``python -m tests.fakes.provider_server --port 0 [--profile JSON]`` prints
+Out of process: ``python -m testkit.fakes.provider_server --port 0 [--profile JSON]`` prints
 ``READY http://127.0.0.1:PORT`` once listening; drive it with :class:`FakeProvidersClient`
 (or :func:`spawn`, which does both).
 
-The Realtime transcription WebSocket (``/v1/realtime``) is in ``tests.fakes.realtime_ws``, the
-text-to-speech input streams (``/v1/text-to-speech/{voice}/stream-input`` and
-``…/multi-stream-input``) in ``tests.fakes.tts_input_ws``.
+The Realtime transcription WebSocket (``/v1/realtime``) is in ``testkit.fakes.realtime_ws``, the
+text-to-speech input stream (``/v1/text-to-speech/{voice}/stream-input``) in
+``testkit.fakes.tts_input_ws``.
 
 Faults (``inject(route, **fault)``, route "chat" | "transcriptions" | "tts" | "tts-input" |
 "realtime"), a FIFO
@@ -63,9 +63,9 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
-from tests.fakes.realtime_ws import realtime_route
-from tests.fakes.threads import serve_in_thread
-from tests.fakes.tts_input_ws import stream_input_route
+from testkit.fakes.realtime_ws import realtime_route
+from testkit.fakes.threads import serve_in_thread
+from testkit.fakes.tts_input_ws import stream_input_route
 
 ROUTES = ("chat", "transcriptions", "tts", "tts-input", "realtime")
 PROFILE_KEYS = ("stt_delay_s", "llm_ttft_s", "llm_tokens_per_s", "tts_ttfb_s", "tts_rtf")
@@ -115,8 +115,8 @@ def _text_of(content: Any) -> str:
     return ""
 
 
-def _words(text: str) -> list[str]:
-    """Word-sized pieces whose concatenation is exactly ``text``."""
+def streamed_words(text: str) -> list[str]:
+    """Word-sized pieces whose concatenation is exactly ``text``: the fake model's tokens."""
     pieces = re.findall(r"\s*\S+", text)
     tail = text[len("".join(pieces)) :]
     return [*pieces, tail] if tail else pieces
@@ -346,8 +346,6 @@ class FakeProviders(_Queries):
         app.router.add_post("/v1/chat/completions", self._provider("chat", self._chat_route))
         app.router.add_get("/v1/realtime", realtime_route(self))
         app.router.add_get("/v1/text-to-speech/{voice_id}/stream-input", stream_input_route(self))
-        app.router.add_get("/v1/text-to-speech/{voice_id}/multi-stream-input",
-                           stream_input_route(self, multi=True))
         app.router.add_post("/v1/text-to-speech/{voice_id}", self._provider("tts", self._tts))
         app.router.add_post(
             "/v1/text-to-speech/{voice_id}/stream", self._provider("tts", self._tts)
@@ -555,7 +553,7 @@ class FakeProviders(_Queries):
         content: str | None = scripted.get("content")
         calls = [_tool_call(c) for c in scripted.get("tool_calls", [])]
         finish = "tool_calls" if calls else "stop"
-        words = _words(content or "")
+        words = streamed_words(content or "")
         args = [c["function"]["arguments"] for c in calls]
         fragments = [
             [a[i : i + ARG_FRAGMENT] for i in range(0, len(a), ARG_FRAGMENT)] for a in args
@@ -728,8 +726,8 @@ class FakeProvidersClient(_Queries):
 def spawn(
     port: int = 0, profile: dict[str, float] | None = None, cwd: str | None = None
 ) -> tuple[subprocess.Popen[str], FakeProvidersClient]:
-    """Start ``python -m tests.fakes.provider_server`` and wait for its READY line."""
-    cmd = [sys.executable, "-m", "tests.fakes.provider_server", "--port", str(port)]
+    """Start ``python -m testkit.fakes.provider_server`` and wait for its READY line."""
+    cmd = [sys.executable, "-m", "testkit.fakes.provider_server", "--port", str(port)]
     if profile:
         cmd += ["--profile", json.dumps(profile)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=cwd)

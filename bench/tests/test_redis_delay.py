@@ -3,11 +3,24 @@ than the set delay each way, and the commands it passed can be listed."""
 
 from __future__ import annotations
 
+import shutil
 import time
+from collections.abc import Iterator
 
+import pytest
 import redis
 
 from bench.redis_delay import DelayProxy
+from testkit import RedisServer
+
+
+@pytest.fixture(scope="module")
+def redis_server() -> Iterator[RedisServer]:
+    server = RedisServer()
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(server.dir, ignore_errors=True)
 
 
 def test_the_proxy_passes_everything_later_and_in_order(redis_server):

@@ -26,7 +26,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.threads import serve_in_thread
+from testkit.fakes.threads import serve_in_thread
 
 HA_TOKEN = "ha-test-token"
 
@@ -102,7 +102,7 @@ def _fixed(make: Any) -> Any:
     """An async handler answering ``make()`` to every request."""
 
     async def handler(request: web.Request) -> web.StreamResponse:
-        return make()  # type: ignore[no-any-return]
+        return make()
 
     return handler
 
@@ -244,7 +244,7 @@ class FakeServices:
         }
         with self._lock:
             self._requests.append(entry)
-        return await handler(request)  # type: ignore[no-any-return]
+        return await handler(request)
 
     async def _geocode(self, request: web.Request) -> web.Response:
         name = request.query.get("name", "").strip().lower()

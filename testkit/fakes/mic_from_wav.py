@@ -1,7 +1,7 @@
 """A microphone for ``wyoming-satellite --mic-command``: raw 16 kHz mono 16-bit PCM on stdout,
 paced in real time: a second of silence, each WAV given, then silence until killed.
 
-    python -m tests.fakes.mic_from_wav speech.wav [more.wav ...]
+    python -m testkit.fakes.mic_from_wav speech.wav [more.wav ...]
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ import numpy as np
 from aiohttp import WSMsgType, web
 
 if TYPE_CHECKING:
-    from tests.fakes.provider_server import FakeProviders
+    from testkit.fakes.provider_server import FakeProviders
 
 RATE = 24000
 SOUND_RMS = 200.0  # int16 units: quieter than this is silence to the fake

@@ -1,0 +1,1 @@
+"""The benchmarks' own instruments, tested (run with the suite: pyproject's ``testpaths``)."""
