@@ -16,11 +16,16 @@ from voxqueue.child_process import Proc, kill_group, spawn
 class RestartPolicy:
     """When ``Supervisor.supervise_once`` starts a dead child again: ``first_s`` after its
     death, doubling for each death in a row up to ``max_s``; a child that had run ``stable_s``
-    before dying starts again from ``first_s``."""
+    before dying starts again from ``first_s``.
+
+    The backoff is for crash loops (a bad setting, a missing module: a worker dies within
+    seconds of its start). A worker that had started (``stable_s`` is about twice a worker's
+    start on a busy machine) and was then killed is not one: as supervisord does after
+    ``startsecs``, it starts again at once, however often it is killed."""
 
     first_s: float = 1.0
     max_s: float = 30.0
-    stable_s: float = 30.0
+    stable_s: float = 10.0
 
     def delay(self, failures: int) -> float:
         """The wait before the restart that follows ``failures`` deaths in a row (≥ 1)."""
