@@ -83,6 +83,16 @@ class System:
             parts.append(f"===== {path.name}\n{path.read_text(errors='replace')[-6000:]}")
         return "\n".join(parts)
 
+    def restart_dead(self) -> None:
+        """Start again every worker that died or was killed (as `voxqueue up` or Kubernetes
+        would), and wait until they answer."""
+        dead = [p for p in self.sup.procs if p.popen.poll() is not None]
+        for proc in dead:
+            self.sup.procs.remove(proc)
+            self.sup.start(proc.name, proc.argv)
+        if dead:
+            self.sup.wait_for_workers((), names=[p.name.removeprefix("worker-") for p in dead])
+
     def stop(self) -> None:
         if self._client is not None:
             self._client.close()

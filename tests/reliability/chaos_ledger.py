@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from testkit.fakes.chaos_model import SIDE_EFFECT_TOOL, heard_text
-from tests.reliability.ledger import history_problems
+from tests.reliability.ledger import history_problems, sentences_sent
 from voxqueue.playback import in_speaking_order
 from voxqueue.spoken import Reading, for_speech
 from voxqueue.turns import StreamEntry
@@ -143,15 +143,7 @@ def check_turn_ends(found: Findings, turn: TurnRecord) -> None:
 
 def spoken_problems(turn: TurnRecord, recorded: str | None) -> list[str]:
     """Why what was heard in ``turn`` is not the reply recorded in its session's history."""
-    problems: list[str] = []
-    texts: dict[int, str] = {}
-    for e in turn.entries:
-        if e.event.type == "tts-start":
-            seq, text = int(e.event.data["seq"]), str(e.event.data.get("text", ""))
-            if texts.setdefault(seq, text) != text:
-                problems.append(f"piece {seq} sent to TTS as {texts[seq]!r} and as {text!r}")
-    if sorted(texts) != list(range(len(texts))):
-        problems.append(f"pieces {sorted(texts)} are not 0..n-1")
+    texts, problems = sentences_sent(turn.entries)
     spoken = " ".join(texts[s] for s in sorted(texts))
     replies = [str(e.event.data.get("text", "")) for e in turn.entries
                if e.event.type == "reply"]

@@ -189,19 +189,26 @@ def history_problems(messages: list[dict[str, Any]]) -> list[str]:
     return problems
 
 
-def heard_problems(entries: list[StreamEntry], played: bytes,
-                   expected_pcm: Any) -> list[str]:
-    """Why what the listener heard is not every sentence of the reply exactly once, in order,
-    with its own words. ``expected_pcm(text)`` is the audio the voice makes for a sentence."""
+def sentences_sent(entries: list[StreamEntry]) -> tuple[dict[int, str], list[str]]:
+    """The sentences a turn sent to the voice, by piece number (from its ``tts-start``
+    events), and why they are not one text per piece numbered 0..n-1."""
     problems: list[str] = []
     texts: dict[int, str] = {}
     for e in entries:
         if e.event.type == "tts-start":
             seq, text = int(e.event.data["seq"]), str(e.event.data.get("text", ""))
             if texts.setdefault(seq, text) != text:
-                problems.append(f"sentence {seq} was synthesized as {texts[seq]!r} and {text!r}")
+                problems.append(f"piece {seq} sent to the voice as {texts[seq]!r} and {text!r}")
     if sorted(texts) != list(range(len(texts))):
-        problems.append(f"sentences {sorted(texts)} are not 0..n-1")
+        problems.append(f"pieces {sorted(texts)} are not 0..n-1")
+    return texts, problems
+
+
+def heard_problems(entries: list[StreamEntry], played: bytes,
+                   expected_pcm: Any) -> list[str]:
+    """Why what the listener heard is not every sentence of the reply exactly once, in order,
+    with its own words. ``expected_pcm(text)`` is the audio the voice makes for a sentence."""
+    texts, problems = sentences_sent(entries)
     replies = [e.event.data.get("text", "") for e in entries if e.event.type == "reply"]
     spoken = " ".join(texts[s] for s in sorted(texts))
     if replies and " ".join(str(replies[-1]).split()) != " ".join(spoken.split()):

@@ -87,7 +87,7 @@ def systems(fake_providers, tmp_path_factory):
             made[pool] = (start_system(pool, server.url, fake_providers,
                                        tmp_path_factory.mktemp(f"crash-{pool}")), server)
         system = made[pool][0]
-        restart_dead(system)
+        system.restart_dead()
         return system
 
     yield get
@@ -95,16 +95,6 @@ def systems(fake_providers, tmp_path_factory):
         system.stop()
         server.stop()
     print_takeover()
-
-
-def restart_dead(system: System) -> None:
-    """Start again every worker a previous case killed (as `voxqueue up` or Kubernetes would)."""
-    dead = [p for p in system.sup.procs if p.popen.poll() is not None]
-    for proc in dead:
-        system.sup.procs.remove(proc)
-        system.sup.start(proc.name, proc.argv)
-    if dead:
-        system.sup.wait_for_workers((), names=[p.name.removeprefix("worker-") for p in dead])
 
 
 def print_takeover() -> None:

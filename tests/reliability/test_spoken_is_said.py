@@ -65,20 +65,10 @@ def crashing(fake_providers: Any, tmp_path_factory: pytest.TempPathFactory) -> I
     server.stop()
 
 
-def restart_dead(system: System) -> None:
-    """Start again the workers an earlier case killed (as `voxqueue up` would)."""
-    dead = [p for p in system.sup.procs if p.popen.poll() is not None]
-    for proc in dead:
-        system.sup.procs.remove(proc)
-        system.sup.start(proc.name, proc.argv)
-    if dead:
-        system.sup.wait_for_workers((), names=[p.name.removeprefix("worker-") for p in dead])
-
-
 def crashed_turn(system: System, point: str) -> tuple[list[StreamEntry], bytes, list[Any]]:
     """One spoken turn killed at ``point``: its events, the audio heard, its history; checked
     to end once, ok, with nothing twice."""
-    restart_dead(system)
+    system.restart_dead()
     client = system.client()
     session = f"spoken-{point}-{uuid.uuid4().hex[:8]}"
     client.redis.set(client.keys.crash_plan(session), point, ex=600)
