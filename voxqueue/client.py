@@ -43,9 +43,10 @@ class Client:
     # -- starting turns ------------------------------------------------------------------------
     def ask(self, text: str | bytes, *, session: str | None = None, device: str | None = None,
             speak: bool = True, deadline_s: float | None = None,
-            effects_allowed: Sequence[str] | None = None) -> Turn:
+            effects_allowed: Sequence[str] | None = None, turn_id: str | None = None) -> Turn:
         """Start a turn from text; ``effects_allowed``: the only side-effecting tools it may
-        run (None: all the workers offer)."""
+        run (None: all the workers offer); ``turn_id``: its id, when the caller chose it
+        (``new_id``; the gateway holds budget for it first)."""
         if isinstance(text, bytes):
             try:
                 text = text.decode("utf-8")
@@ -62,21 +63,23 @@ class Client:
                 f"{self.settings.max_text_chars} (VOXQUEUE_MAX_TEXT_CHARS)",
             )
         spec = self._spec("text", session, device, speak, deadline_s, text=text,
-                          effects_allowed=None if effects_allowed is None
+                          turn_id=turn_id, effects_allowed=None if effects_allowed is None
                           else tuple(effects_allowed))
         self._start(spec, None, AGENT_STEP, AgentStep(turn_id=spec.turn_id, step=1))
         return Turn(self, spec)
 
     def say(self, audio: str | Path | bytes, *, session: str | None = None,
             device: str | None = None, speak: bool = True, deadline_s: float | None = None,
-            pcm_rate: int | None = None, created_at: float | None = None) -> Turn:
+            pcm_rate: int | None = None, created_at: float | None = None,
+            turn_id: str | None = None) -> Turn:
         """Start a turn from speech: a WAV path, WAV bytes, or raw 16-bit PCM with ``pcm_rate``.
 
         The audio is checked and converted here, stored in Redis with a TTL, and the STT job
         carries only its key. ``created_at`` is the end of speech when the caller knows it.
         """
         return self._from_speech(audio, session=session, device=device, speak=speak,
-                                 deadline_s=deadline_s, pcm_rate=pcm_rate, created_at=created_at)
+                                 deadline_s=deadline_s, pcm_rate=pcm_rate, created_at=created_at,
+                                 turn_id=turn_id)
 
     def transcribe(self, audio: str | Path | bytes, *, pcm_rate: int | None = None,
                    deadline_s: float | None = None, created_at: float | None = None) -> Turn:
@@ -89,13 +92,13 @@ class Client:
     def _from_speech(self, audio: str | Path | bytes, *, session: str | None,
                      device: str | None, speak: bool, deadline_s: float | None,
                      pcm_rate: int | None, created_at: float | None,
-                     until: str = "reply") -> Turn:
+                     until: str = "reply", turn_id: str | None = None) -> Turn:
         try:
             pcm = read_speech(audio, max_bytes=self.settings.max_audio_bytes,
                               max_seconds=self.settings.max_audio_seconds, pcm_rate=pcm_rate)
         except AudioError as exc:
             raise InputError(exc.code, str(exc)) from exc
-        turn_id = new_id()
+        turn_id = turn_id or new_id()
         spec = self._spec("audio", session, device, speak, deadline_s, turn_id=turn_id,
                           audio_key=self.keys.audio(turn_id), audio_seconds=pcm.seconds,
                           created_at=created_at, until=until)
@@ -104,11 +107,12 @@ class Client:
 
     def stream(self, *, session: str | None = None, device: str | None = None,
                speak: bool = True, deadline_s: float | None = None,
-               until: Literal["reply", "transcript"] = "reply") -> SpeechStream:
+               until: Literal["reply", "transcript"] = "reply",
+               turn_id: str | None = None) -> SpeechStream:
         """A turn whose audio is written while it is spoken (16 kHz mono int16): the STT job
         starts now and reads the audio as it arrives. Use as a context manager: ``write``
         frames, and the command ends when the block does (``abort`` on an exception)."""
-        turn_id = new_id()
+        turn_id = turn_id or new_id()
         spec = self._spec("audio", session, device, speak, deadline_s, turn_id=turn_id,
                           audio_key=self.keys.speech(turn_id), audio_stream=True, until=until)
         self._start(spec, None, STT_TRANSCRIBE, SttJob(turn_id=turn_id))

@@ -155,6 +155,11 @@ class Keys:
         seconds (the gateway's budgets per minute and per hour)."""
         return f"{self.prefix}:device:{device}:budget:{what}:{span}:{window}"
 
+    def device_held(self, device: str, what: str) -> str:
+        """Sorted set: the device's spoken turns in flight, each holding part of one budget
+        (``what``) until its reply is recorded or it ends; scored by when the hold lapses."""
+        return f"{self.prefix}:device:{device}:budget:{what}:held"
+
     # -- monitors --------------------------------------------------------------------------
     def monitors(self) -> str:
         """Hash: monitor name -> its definition (JSON)."""

@@ -82,3 +82,32 @@ class SentenceSplitter:
 def split_sentences(text: str) -> list[str]:
     splitter = SentenceSplitter()
     return splitter.feed(text) + splitter.flush()
+
+
+# Where a sentence ends for a cut: . ! ? or … (closing quotes or brackets after it) before a
+# space or the end; or a CJK full stop, exclamation or question mark, with no space after it.
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*(?=\s|\Z)|[。！？][」』”’]*")
+
+
+def cut_reply(text: str, limit: int, *, words: bool = True) -> str:
+    """``text`` in at most ``limit`` characters: whole when it fits; else its start up to the
+    last sentence end that fits (an abbreviation like "Dr." is none); with none, up to the last
+    whole word that fits (``words``; a first word longer than ``limit`` is cut at ``limit``),
+    or ``""`` (not ``words``)."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit + 1]  # one character more: what follows a mark at the limit
+    ends = [m.end() for m in _SENTENCE_END.finditer(head)
+            if m.end() <= limit and text[:m.end()].split()[-1].lower() not in _ABBREVIATIONS]
+    if ends and (cut := text[:ends[-1]].rstrip()):
+        return cut
+    if not words:
+        return ""
+    spaces = [m.start() for m in re.finditer(r"\s", head)]
+    cut = text[:spaces[-1]].rstrip() if spaces else ""
+    return cut or text[:limit].rstrip()
+
+
+def ends_sentence(text: str) -> bool:
+    """Whether ``text`` ends at a sentence end (as ``cut_reply`` finds them)."""
+    return any(m.end() == len(text.rstrip()) for m in _SENTENCE_END.finditer(text.rstrip()))

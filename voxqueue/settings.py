@@ -267,7 +267,8 @@ class Settings(GatewaySettings):
     speech_filter: bool = True
     """Give the voice text for the ear: markdown, URLs, emoji and ids dropped, units, times and
     money in words as the engine reads them right (voxqueue/spoken). The reply text in events
-    and history is never changed. Off: the voice is given the model's text as written."""
+    and history is the model's (a reply cut to ``reply_max_chars`` is recorded as it was said).
+    Off: the voice is given the model's text as written."""
     gather_sentences: bool = True
     """Once the reply's first piece is out, later sentences wait to go to TTS together while the
     listener has enough audio in hand (fewer, longer TTS requests: less CPU per turn and one
@@ -276,6 +277,12 @@ class Settings(GatewaySettings):
     """The reply's first piece may end before a phrase-opening word ("in", "with", "because"…)
     once it has this many words, so speech starts sooner (0: first piece is a whole sentence
     or clause)."""
+    reply_max_chars: int = Field(default=1500, ge=1)
+    """The longest reply of a turn, in characters (what the model says in all of the turn's
+    steps): a longer one is cut at its last sentence end that fits (else its last whole word)
+    before it is spoken or recorded, and the history records it as it was said. A gateway
+    device's spoken turn holds this much of its characters budget until its reply is
+    recorded (or the turn ends)."""
 
     # -- traces (the ``otel`` extra) -----------------------------------------------------------
     otel_enabled: bool = False

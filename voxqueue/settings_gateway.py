@@ -43,8 +43,9 @@ class GatewaySettings(BaseSettings):
     with Retry-After."""
     gateway_turns_per_hour: int = Field(default=600, ge=1)
     gateway_speak_chars_per_minute: int = Field(default=4000, ge=1)
-    """Characters one device may have read aloud as they are (``/v1/speak``) per minute: the
-    synthesis's CPU or bill, and the reply audio stored, follow them."""
+    """Characters one device may have read aloud per minute: ``/v1/speak``'s texts and its turns'
+    replies (each spoken turn holds ``VOXQUEUE_REPLY_MAX_CHARS`` of them until its reply is
+    recorded). The synthesis's CPU or bill, and the reply audio stored, follow them."""
     gateway_speak_chars_per_hour: int = Field(default=40_000, ge=1)
     gateway_audio_seconds_per_minute: float = Field(default=300.0, gt=0)
     """Seconds of speech one device may send per minute (every path: upload, stream)."""

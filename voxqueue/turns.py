@@ -15,6 +15,7 @@ from typing import Any
 import redis
 
 from voxqueue.audio import SAMPLE_RATE
+from voxqueue.budgets import SPEAK_CHARS, charged_device
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.effects import Fence, Fenced, Once
 from voxqueue.keys import Keys
@@ -115,11 +116,8 @@ class TurnStore:
         """
         k = self.keys
         start = TurnEvent(type="run-start", turn_id=spec.turn_id, ts=spec.created_at, data={
-            "session_id": spec.session_id,
-            "device": spec.device,
-            "input": spec.input,
-            "deadline": spec.deadline,
-        })
+            "session_id": spec.session_id, "device": spec.device, "input": spec.input,
+            "deadline": spec.deadline})
         pipe = self.r.pipeline(transaction=True)
         if audio is not None:
             assert spec.audio_key is not None
@@ -280,9 +278,8 @@ class TurnStore:
         once = Once(self.r, marker=k.ended(spec.turn_id), ttl_s=self.ttl_s,
                     marker_value=status.encode(), fence=fence)
         if error is not None:
-            code, message = error
             ev = TurnEvent(type="error", turn_id=spec.turn_id, ts=now,
-                           data={"code": str(code), "message": message})
+                           data={"code": str(error[0]), "message": error[1]})
             once.call("XADD", events, "*", "e", ev.model_dump_json())
         end = TurnEvent(type="run-end", turn_id=spec.turn_id, ts=now, data={
             "status": status, "ms": round((now - spec.created_at) * 1000, 1), **(data or {})})
@@ -299,6 +296,8 @@ class TurnStore:
         if status != "ok":  # a yes counts only in the next turn: one that failed uses it up
             once.call("DEL", k.pending_action(spec.session_id))
         once.call("ZREM", k.session_waiting(spec.session_id), spec.turn_id)
+        if (device := charged_device(spec)) is not None:  # it holds none of its characters
+            once.call("ZREM", k.device_held(device, SPEAK_CHARS), spec.turn_id)
         return once.run() is not None
 
     def take_session(self, spec: TurnSpec, ttl_s: int) -> bool:

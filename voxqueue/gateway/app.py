@@ -4,8 +4,8 @@ Every request carries a device token (``Authorization: Bearer …``); the device
 from the token, never from the request. A device starts turns (text or audio), follows and
 cancels its own turns, and reads its own announcements; it never touches Redis. Limits are the
 server's: text length, audio size and length, deadline ceiling, and budgets per device (turns,
-characters read aloud, seconds of speech, per minute and per hour; long polls and sockets open
-at once), each refused with 429 and Retry-After.
+characters read aloud, its replies' included, seconds of speech, per minute and per hour; long
+polls and sockets open at once), each refused with 429 and Retry-After.
 
 Following a stream is a long poll (``?after=ID&wait_ms=…``): each answer says where to go on
 from, so a device that lost its connection resumes where it was and misses nothing.
@@ -14,6 +14,7 @@ from, so a device that lost its connection resumes where it was and misses nothi
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -26,7 +27,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 
-from voxqueue.client import Client, InputError, Turn, Unavailable
+from voxqueue.budgets import SPEAK_CHARS, Budgets, Limit, OverBudget
+from voxqueue.client import Client, InputError, Turn, Unavailable, new_id
 from voxqueue.contracts import TurnSpec
 from voxqueue.contracts.gateway import (
     Entries,
@@ -37,7 +39,7 @@ from voxqueue.contracts.gateway import (
 from voxqueue.devices import DeviceRegistry
 from voxqueue.gateway.access import Access, bearer
 from voxqueue.gateway.capture import stream_turn
-from voxqueue.gateway.limits import Budgets, InFlight, Limit
+from voxqueue.gateway.limits import InFlight
 from voxqueue.gateway.rules import Refused, deadline_of, rate_of, session_of
 from voxqueue.gateway.streams import forget_read, read_after
 from voxqueue.settings import Settings
@@ -47,6 +49,8 @@ from voxqueue.turns import TurnNotFound
 MAX_WAIT_MS = 10_000
 #: A text turn's JSON body, at most (the text limit itself is the setting's).
 MAX_JSON_BYTES = 256 * 1024
+#: A spoken turn holds its device's characters this long past its deadline (clocks differ).
+HOLD_SLACK_S = 5.0
 
 Handler = Callable[[Request, str], Awaitable[Response]]
 
@@ -60,8 +64,8 @@ class Gateway:
         self.devices = DeviceRegistry(self.client.redis, self.client.keys)
         self.budgets = Budgets(self.client.redis, self.client.keys)
         self.turns = Limit("turns", "turns", s.gateway_turns_per_minute, s.gateway_turns_per_hour)
-        self.speak_chars = Limit("speak-chars", "characters", s.gateway_speak_chars_per_minute,
-                                 s.gateway_speak_chars_per_hour)
+        self.speak_chars = Limit(SPEAK_CHARS, "characters", s.gateway_speak_chars_per_minute,
+                                 s.gateway_speak_chars_per_hour, held=s.reply_max_chars)
         self.audio_seconds = Limit("audio-seconds", "seconds of speech",
                                    s.gateway_audio_seconds_per_minute,
                                    s.gateway_audio_seconds_per_hour)
@@ -109,10 +113,34 @@ class Gateway:
         return device
 
     async def spend(self, device: str, limit: Limit, cost: float = 1, *,
-                    refuse: bool = True) -> None:
+                    refuse: bool = True, hold: tuple[str, float] | None = None) -> None:
         """Count ``cost`` of the device's budget; 429 with Retry-After when it is over."""
-        await anyio.to_thread.run_sync(
-            lambda: self.budgets.spend(device, limit, cost, refuse=refuse))
+        try:
+            await anyio.to_thread.run_sync(
+                lambda: self.budgets.spend(device, limit, cost, refuse=refuse, hold=hold))
+        except OverBudget as exc:
+            raise Refused(429, "rate-limited", str(exc),
+                          {"Retry-After": str(exc.retry_after)}) from exc
+
+    @contextlib.asynccontextmanager
+    async def reply_held(self, device: str, speak: bool,
+                         deadline_s: float | None) -> AsyncIterator[str]:
+        """A new turn's id; a spoken turn holds the device's characters for its reply until
+        the reply is recorded or the turn ends (429 when they are used up, the replies in
+        flight included). The hold goes if the block fails: no turn started."""
+        turn_id = new_id()
+        if not speak:
+            yield turn_id
+            return
+        until = time.time() + (deadline_s or self.settings.turn_deadline_s) + HOLD_SLACK_S
+        await self.spend(device, self.speak_chars, 0, hold=(turn_id, until))
+        try:
+            yield turn_id
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(self.budgets.release, device, self.speak_chars,
+                                               turn_id)
+            raise
 
     def _deadline(self, asked: float | str | None) -> float | None:
         return deadline_of(asked, self.settings.max_deadline_s)
@@ -151,9 +179,10 @@ class Gateway:
     async def text_turn(self, request: Request, device: str) -> Response:
         asked = await self._text_request(request)
         await self.spend(device, self.turns)
-        turn = await anyio.to_thread.run_sync(lambda: self.client.ask(
-            asked.text, session=session_of(device, asked.session), device=device,
-            speak=asked.speak, deadline_s=asked.deadline_s))
+        async with self.reply_held(device, asked.speak, asked.deadline_s) as turn_id:
+            turn = await anyio.to_thread.run_sync(lambda: self.client.ask(
+                asked.text, session=session_of(device, asked.session), device=device,
+                speak=asked.speak, deadline_s=asked.deadline_s, turn_id=turn_id))
         return created(turn)
 
     async def speak(self, request: Request, device: str) -> Response:
@@ -175,9 +204,10 @@ class Gateway:
         await self.spend(device, self.audio_seconds, 0)  # refused when used up already
         body = await self.read_body(request, self.settings.max_audio_bytes)
         speak = q.get("speak", "true").lower() != "false"
-        turn = await anyio.to_thread.run_sync(lambda: self.client.say(
-            body, session=session, device=device, speak=speak, deadline_s=deadline,
-            pcm_rate=rate))
+        async with self.reply_held(device, speak, deadline) as turn_id:
+            turn = await anyio.to_thread.run_sync(lambda: self.client.say(
+                body, session=session, device=device, speak=speak, deadline_s=deadline,
+                pcm_rate=rate, turn_id=turn_id))
         await self.spend(device, self.audio_seconds, turn.spec.audio_seconds or 0, refuse=False)
         return created(turn)
 

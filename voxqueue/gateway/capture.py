@@ -10,13 +10,13 @@ at once (the device may follow the turn's events, partial transcripts included, 
 At another rate the frames are collected (no more than the limits' seconds at that rate) and
 the turn starts at the end. A refusal is ``{"type": "error", "code", "message"}``; the socket is
 closed after the end. The server's limits hold while the frames arrive: the stream counts as a
-turn of the device's budget when it opens, a device holds at most
-``VOXQUEUE_GATEWAY_SOCKETS_PER_DEVICE`` of them at once, the size (in bytes and seconds) and the
-number of frames are checked at every frame, a socket lives at most the longest utterance plus
-``VOXQUEUE_GATEWAY_STREAM_GRACE_S``, an idle socket is closed after ``IDLE_S``, nothing is
-taken once the turn has ended, a revoked device's socket is closed within
-``VOXQUEUE_GATEWAY_REVOCATION_CHECK_S``, and a device that goes away mid-utterance leaves a
-cancelled turn and no stream behind.
+turn of the device's budget when it opens (a spoken one holds characters for its reply from when
+its turn starts), a device holds at most ``VOXQUEUE_GATEWAY_SOCKETS_PER_DEVICE`` of them at
+once, the size (in bytes and seconds) and the number of frames are checked at every frame, a
+socket lives at most the longest utterance plus ``VOXQUEUE_GATEWAY_STREAM_GRACE_S``, an idle
+socket is closed after ``IDLE_S``, nothing is taken once the turn has ended, a revoked device's
+socket is closed within ``VOXQUEUE_GATEWAY_REVOCATION_CHECK_S``, and a device that goes away
+mid-utterance leaves a cancelled turn and no stream behind.
 """
 
 from __future__ import annotations
@@ -80,8 +80,9 @@ async def _capture(gw: Gateway, ws: WebSocket, device: str, speech: list[SpeechS
     first = await frames.next(ws)
     if not isinstance(first, bytes):  # ended or cancelled before any audio
         raise Refused(400, "invalid-input", "no audio before the end")
-    speech.append(await anyio.to_thread.run_sync(lambda: gw.client.stream(
-        session=session, device=device, speak=speak, deadline_s=deadline)))
+    async with gw.reply_held(device, speak, deadline) as turn_id:
+        speech.append(await anyio.to_thread.run_sync(lambda: gw.client.stream(
+            session=session, device=device, speak=speak, deadline_s=deadline, turn_id=turn_id)))
     stream = speech[0]
     await _send(ws, stream.turn)
     frame: bytes | dict[str, Any] = first
@@ -105,8 +106,10 @@ async def _buffered(gw: Gateway, ws: WebSocket, device: str, rate: int, session:
     pcm = await _frames(ws, limit, frames)
     if pcm is None:
         return
-    turn = await anyio.to_thread.run_sync(lambda: gw.client.say(
-        pcm, session=session, device=device, pcm_rate=rate, speak=speak, deadline_s=deadline))
+    async with gw.reply_held(device, speak, deadline) as turn_id:
+        turn = await anyio.to_thread.run_sync(lambda: gw.client.say(
+            pcm, session=session, device=device, pcm_rate=rate, speak=speak,
+            deadline_s=deadline, turn_id=turn_id))
     await gw.spend(device, gw.audio_seconds, turn.spec.audio_seconds or 0, refuse=False)
     await _send(ws, turn)
 

@@ -14,6 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from voxqueue.budgets import SPEAK_CHARS, charged_device
 from voxqueue.celery_config import AGENT_RESUME, TOOLS_RUN
 from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
 from voxqueue.otel import span
@@ -32,12 +33,13 @@ from workers.runtime.trust import effect_problem
 from workers.toolkit.policy import cap_calls
 
 
-def run_step(stage: Stage, job: AgentStep, opened: Opened) -> None:
+def run_step(stage: Stage, job: AgentStep, opened: Opened, reply_chars: int = 0) -> None:
     """Call the model once and act on its answer. ``opened``: what the step read and
-    announced (``open_turn``, ``open_step``)."""
+    announced (``open_turn``, ``open_step``); ``reply_chars``: what the turn's earlier steps
+    said (of ``VOXQUEUE_REPLY_MAX_CHARS``)."""
     rt, step = stage.rt, job.step
     history = history_of(stage)
-    answer = _answer(stage, step, history, opened)
+    answer = _answer(stage, step, history, opened, reply_chars)
     if answer is None or stage.should_stop():
         return
     if answer.tool_calls and step >= rt.settings.max_steps:
@@ -59,7 +61,8 @@ def run_step(stage: Stage, job: AgentStep, opened: Opened) -> None:
     _final_reply(stage, step, answer.text, history)
 
 
-def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer | None:
+def _answer(stage: Stage, step: int, history: History, opened: Opened,
+            reply_chars: int) -> Answer | None:
     """The model's answer for this step: stored once, so a redelivered step reuses it and
     speaks the sentences it had cut, not a new cut of the whole text. A step that died before
     storing it asks the model again, and keeps what it had spoken as its answer's start
@@ -69,7 +72,7 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
     field = f"answer:{step}"
     if opened.saved_answer is not None:
         return _replay(stage, step, json.loads(opened.saved_answer))
-    speaker = Speaker(stage, step)
+    speaker = Speaker(stage, step, reply_chars)
     try:
         speaker.resume()
         model = rt.chat_model
@@ -85,13 +88,14 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened) -> Answer
             speaker.flush()
         text = speaker.said(answer.text)
         record = {"text": text, "calls": [c.as_dict() for c in answer.tool_calls],
-                  "sentences": speaker.sentences}
+                  "sentences": speaker.sentences, "reply_chars": reply_chars + speaker.chars}
         stage.crash_point("agent.before-answer")
         answered = stage.once_with_event(field, "llm-end", {
             "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
             "ttfb_ms": answer.ttfb_ms, "text": text, "usage": answer.usage,
             "finish_reason": answer.finish_reason, "spoken_before": speaker.spoken_before,
-            "tool_calls": [c.as_dict() for c in answer.tool_calls]},
+            "tool_calls": [c.as_dict() for c in answer.tool_calls],
+            **({"cut_from": len(answer.text)} if speaker.capped else {})},
         ).call("HSET", turn_key, field, json.dumps(record))
         stored = record_step_in(answered, rt.keys, spec, step, tokens=prepared.tokens,
                                 limit=prepared.limit, messages=len(messages),
@@ -154,9 +158,13 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
 
 
 def _final_reply(stage: Stage, step: int, text: str, history: History) -> None:
-    """Record the reply, free the session and speak the reply sentence by sentence."""
+    """Record the reply, free the session and speak the reply sentence by sentence (its pieces
+    went with its answer, counted on its device's characters: they are held for it no longer,
+    before the turn's end)."""
     rt, spec = stage.rt, stage.spec
     once = stage.once_with_event("final", "reply", {"text": text, "step": step})
+    if (device := charged_device(spec)) is not None:
+        once.call("ZREM", rt.keys.device_held(device, SPEAK_CHARS), spec.turn_id)
     history.extend_in(once, [msg.assistant(text)]).run()
     stage.crash_point("agent.after-reply")
     rt.store.release_session(spec.session_id, spec.turn_id, stage.fence)

@@ -1,6 +1,7 @@
 """Speaking while thinking: reply text is cut into sentences as it streams, and the sentences go
 to the ``tts`` queue in pieces: the first at once, later ones gathered while the listener has
-enough to hear."""
+enough to hear. A reply ends where ``VOXQUEUE_REPLY_MAX_CHARS`` does, and each piece is counted
+on its gateway device's characters budget."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import threading
 import time
 from collections.abc import Callable
 
+from voxqueue.budgets import SPEAK_CHARS, charged_device, counters
 from voxqueue.contracts import TtsJob
-from voxqueue.sentences import SentenceSplitter
+from voxqueue.sentences import SentenceSplitter, cut_reply, ends_sentence
 from voxqueue.spoken import MarkdownFilter
 from workers.agent.providers.base import StreamStopped
 from workers.runtime import completion, handoff
@@ -51,15 +53,30 @@ class Speaker:
     pause of up to ``READ_PAUSE_S`` (``workers/runtime/batching.py``), and the tokens that pile
     up meanwhile are read at once: fewer wake-ups, and no sentence later than the listener
     needs it.
+
+    The turn's reply (its steps' sentences together) has at most ``reply_max_chars``: the
+    sentences are kept while they fit, then the one that does not fit is cut at its last
+    sentence end that fits (or, while no sentence of the reply has ended, its last whole word)
+    and nothing after it is kept: no sentence is sent that the recorded reply will not hold
+    (``said``).
     """
 
     clock = staticmethod(time.monotonic)
     sleep = staticmethod(time.sleep)
 
-    def __init__(self, stage: Stage, step: int) -> None:
+    def __init__(self, stage: Stage, step: int, reply_chars: int = 0) -> None:
         self.stage = stage
         self.step = step
         settings = stage.rt.settings
+        self.before = reply_chars
+        """Characters the turn's earlier steps spoke: the reply has that much less room."""
+        self.cap = settings.reply_max_chars
+        self.capped = False
+        """The reply is recorded as it is said: it reached the cap (the sentences cut so far
+        are all of it), or the model's text is longer than its room."""
+        self._full = False  # no sentence more fits
+        self.chars = 0  # of the sentences, joined
+        self._device = charged_device(stage.spec)
         self.splitter = SentenceSplitter(first_phrase_words=settings.first_phrase_words)
         # Sentences are cut from the text as it will be said: markdown list items and headings
         # become sentences of their own; the reply itself (events, history) keeps its markup.
@@ -97,7 +114,8 @@ class Speaker:
             self._checked = now
             if self.stage.should_stop():
                 raise StreamStopped(f"turn {self.stage.turn_id} stopped")
-        self._add(self._cut(delta))
+        if not self._full:  # (past the cap the rest is not even cut)
+            self._add(self._cut(delta))
         # The sequential design holds every sentence until the reply is complete.
         if self.stage.rt.settings.speak_while_thinking:
             self._hand_off()
@@ -127,7 +145,7 @@ class Speaker:
         if not said:
             return
         with self._lock:
-            self.sentences = said
+            self._keep_all(said)
             self.spoken_before = self._skip = len(said)
         self._hand_off(final=True)
         # Spoken long ago, as far as the listener is concerned: what comes next goes at once.
@@ -135,9 +153,10 @@ class Speaker:
 
     def said(self, text: str) -> str:
         """The answer's text: the model's ``text``, or, after ``resume`` found sentences spoken
-        before, this answer's sentences (those, then the model's text after as many of its own),
-        so that the reply recorded is the reply heard."""
-        return " ".join(self.sentences) if self.spoken_before else text
+        before or when the reply was cut, this answer's sentences (after ``resume``: those, then
+        the model's text after as many of its own), so that the reply recorded is the reply
+        heard."""
+        return " ".join(self.sentences) if self.spoken_before or self.capped else text
 
     def finish(self, full_text: str) -> None:
         """The step's answer is complete: send what is left (all of it, if nothing streamed)."""
@@ -149,6 +168,8 @@ class Speaker:
         send nothing yet (``flush`` sends it, once the answer is stored)."""
         with self._lock:
             self._cancel_timer()
+            # A text longer than the room (its markup, say) is recorded as it is said.
+            self.capped = self.capped or len(full_text) > self.cap - self.before
         if not self.streamed and full_text:
             self._add(self._cut(full_text))
         if self.markdown is not None:
@@ -170,7 +191,7 @@ class Speaker:
         """The pieces of a stored answer: each is sent unless an earlier attempt sent it (in
         the extent it was named with; those never named, gathered now)."""
         with self._lock:
-            self.sentences = list(sentences)
+            self._keep_all(sentences)
         self._hand_off(final=True)
 
     def _cut(self, text: str) -> list[str]:
@@ -179,12 +200,30 @@ class Speaker:
     def _add(self, sentences: list[str]) -> None:
         with self._lock:
             for sentence in sentences:
-                if not sentence.strip():
+                if not sentence.strip() or self._full:
                     continue
                 if self._skip:  # in its place, the one an earlier attempt spoke
                     self._skip -= 1
                     continue
-                self.sentences.append(sentence)
+                self._fit(sentence)
+
+    def _fit(self, sentence: str) -> None:
+        """Keep the sentence, or what of it fits in the reply's room, and nothing after that."""
+        gap = 1 if self.sentences else 0
+        room = max(0, self.cap - self.before - self.chars - gap)
+        # Whole words only while no sentence of the reply has ended yet (a first phrase has not).
+        ended = self.before or any(ends_sentence(s) for s in self.sentences)
+        kept = cut_reply(sentence, room, words=not ended)
+        if kept:
+            self.sentences.append(kept)
+            self.chars += gap + len(kept)
+        if kept != sentence:
+            self.capped = self._full = True
+
+    def _keep_all(self, sentences: list[str]) -> None:
+        """These are the step's sentences (spoken before, or stored with its answer)."""
+        self.sentences = list(sentences)
+        self.chars = len(" ".join(self.sentences))
 
     def _in_hand(self) -> float:
         """What the listener has yet to hear, at least (0 before the first piece)."""
@@ -239,10 +278,14 @@ class Speaker:
         in the piece that starts there; False when that is more than are cut yet."""
         stage, rt = self.stage, self.stage.rt
         start = self._next
+        # Charged to the device (if the piece is new) in the same step, once.
+        charge = None if self._device is None else (
+            counters(rt.keys, self._device, SPEAK_CHARS, time.time()),
+            len(" ".join(self.sentences[start:start + count])))
         # Named and its words recorded in one step, before its job can be sent: a crash leaves
         # no sentence sent and unrecorded; a later attempt speaks on from these words.
         piece = completion.allocate(
-            rt, stage.turn_id, f"{self.step}:{start}", count, fence=stage.fence,
+            rt, stage.turn_id, f"{self.step}:{start}", count, fence=stage.fence, charge=charge,
             said=(rt.keys.said(stage.turn_id, self.step), self.sentences[start:start + count]))
         count = piece.sentences
         if count > len(self.sentences) - start:

@@ -65,7 +65,8 @@ def resume(self: Task, *args: Any) -> None:
             ending.fail(stage, ErrorCode.INVALID_INPUT, f"agent step refused: {problem}",
                         apologize=False)
             return
-        made = json.loads(previous or b"{}").get("calls", [])
+        asking = json.loads(previous or b"{}")  # the answer that asked for the tools
+        made = asking.get("calls", [])
         calls = [c["id"] for c in made]
         limit = rt.settings.max_tool_calls_per_answer
         ran = read_outcomes(rt, ajob.turn_id, calls[:limit])
@@ -88,5 +89,5 @@ def resume(self: Task, *args: Any) -> None:
         opened = open_step(stage, ajob, once, [json.loads(m) for m in raw_history], messages,
                            saved, ready_at)
         stage.crash_point("agent.after-results")
-        run_step(stage, ajob, opened=opened)
+        run_step(stage, ajob, opened=opened, reply_chars=int(asking.get("reply_chars", 0)))
         stage.complete()

@@ -30,8 +30,9 @@ class Allocated(NamedTuple):
 
 
 # KEYS: turn hash, marker key, the step's list of sentences said ('' if none), the writer's
-# fence ('' if none). ARGV: ttl, how many sentences the piece holds, the fence's attempt, then
-# the piece's sentences (pushed onto the list when the piece is new).
+# fence ('' if none), then the device's budget counters the piece is charged to (none or more).
+# ARGV: ttl, how many sentences the piece holds, the fence's attempt, the piece's characters,
+# each counter's TTL, then the piece's sentences (pushed onto the list when the piece is new).
 # Returns {seq, 1 if newly allocated else 0, 1 if its TTS job was sent else 0, how many
 # sentences the piece holds (as first allocated: 1 for a marker written before pieces had more)},
 # or {-1, 0, 0, 0} and writes nothing when the fence holds another attempt.
@@ -44,9 +45,14 @@ if v then
 end
 local seq = redis.call('hincrby', KEYS[1], 'tts_sent', 1) - 1
 redis.call('set', KEYS[2], seq .. ':' .. ARGV[2], 'EX', ARGV[1])
-if KEYS[3] ~= '' and #ARGV > 3 then
-  redis.call('rpush', KEYS[3], unpack(ARGV, 4))
+local n = #KEYS - 4
+if KEYS[3] ~= '' and #ARGV > 4 + n then
+  redis.call('rpush', KEYS[3], unpack(ARGV, 5 + n))
   redis.call('expire', KEYS[3], ARGV[1])
+end
+for i = 1, n do
+  redis.call('incrbyfloat', KEYS[4 + i], ARGV[4])
+  redis.call('expire', KEYS[4 + i], ARGV[4 + i])
 end
 return {seq, 1, 0, tonumber(ARGV[2])}
 """
@@ -81,23 +87,27 @@ return {tonumber(total or -1), redis.call('scard', KEYS[2]),
 
 
 def allocate(rt: Runtime, turn_id: str, name: str, sentences: int = 1, *,
-             said: tuple[str, Sequence[str]] | None = None,
-             fence: Fence | None = None) -> Allocated:
+             said: tuple[str, Sequence[str]] | None = None, fence: Fence | None = None,
+             charge: tuple[Sequence[tuple[str, int]], int] | None = None) -> Allocated:
     """The sequence number of piece ``name`` (e.g. ``"2:0"``: step 2, from its first sentence),
     whether it was new, whether its TTS job was already sent, and how many sentences it holds.
 
     The same name always gets the same number and the same extent (the first caller's
     ``sentences``), so a redelivered step neither speaks twice nor cuts its pieces otherwise.
     ``said``: a list key and the piece's sentences, pushed onto it in the same step when the
-    piece is new, so that no sentence is sent before it is recorded. With a ``fence``, raises
-    ``Fenced`` (nothing written) when a newer attempt of the writing job has taken over.
+    piece is new, so that no sentence is sent before it is recorded. ``charge``: a device's
+    budget counters (``voxqueue.budgets.counters``, with their TTLs) and the piece's characters,
+    counted on them in the same step when the piece is new (once, however often it is sent).
+    With a ``fence``, raises ``Fenced`` (nothing written) when a newer attempt of the writing
+    job has taken over.
     """
     key, texts = said if said is not None else ("", ())
+    counters, chars = charge if charge is not None else ((), 0)
     keys = [rt.keys.turn(turn_id), rt.keys.marker(turn_id, f"seq:{name}"), key,
-            fence.key if fence else ""]
+            fence.key if fence else "", *(k for k, _ in counters)]
     seq, new, sent, extent = rt.script(_ALLOCATE)(
         keys=keys, args=[rt.settings.turn_ttl_s, sentences, fence.attempt if fence else 0,
-                         *texts])
+                         chars, *(ttl for _, ttl in counters), *texts])
     if int(seq) == -1:
         raise Fenced(f"turn {turn_id}: a newer attempt owns the piece {name}")
     return Allocated(int(seq), bool(new), bool(sent), int(extent))
