@@ -56,8 +56,7 @@ class System:
         from voxqueue.supervisor import Supervisor
 
         self.env = env
-        self.settings = Settings(_env_file=None, **{  # type: ignore[call-arg]
-            "redis_url": env["VOXQUEUE_REDIS_URL"]})
+        self.settings = Settings(_env_file=None, **self.redis_settings())  # type: ignore[call-arg]
         self.sup = Supervisor(self.settings, env=env, log_dir=log_dir)
         self.beat = beat
         self._client = None
@@ -68,12 +67,19 @@ class System:
             self.sup.start("beat", self.sup.beat_argv())
         self.sup.wait_for_workers(queues)
 
+    def redis_settings(self) -> dict[str, str]:
+        """The settings that say where Redis is (a URL; with Sentinel, the primary's name)."""
+        out = {"redis_url": self.env["VOXQUEUE_REDIS_URL"]}
+        if self.env.get("VOXQUEUE_REDIS_MASTER"):
+            out["redis_master"] = self.env["VOXQUEUE_REDIS_MASTER"]
+        return out
+
     def client(self):  # type: ignore[no-untyped-def]
         from voxqueue.client import Client
         from voxqueue.settings import Settings
 
         if self._client is None:
-            settings = Settings(_env_file=None, redis_url=self.env["VOXQUEUE_REDIS_URL"])  # type: ignore[call-arg]
+            settings = Settings(_env_file=None, **self.redis_settings())  # type: ignore[call-arg]
             self._client = Client(settings)
         return self._client
 

@@ -40,9 +40,11 @@ from typing import Any, cast
 
 import redis
 from kombu.exceptions import InconsistencyError
+from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
+from redis import sentinel as redis_sentinel
 
 from voxqueue import broker_take
 from voxqueue.broker_sweeper import TAKEOVER_S, SweepingChannel, SweepingQoS, SweepingTransport
@@ -297,3 +299,42 @@ class Transport(SweepingTransport):
     """kombu's transport, its channels taking messages as above."""
 
     Channel = Channel
+
+
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """The same channel, on the primary the sentinels name (``sentinel://`` URLs): every new
+    connection asks them, so a reconnection after a failover finds the new primary.
+
+    The sentinels come from the ``sentinels`` transport option, and the broker URL names one
+    of them: kombu takes the other URLs of a ``;`` list as alternates, and switching to one
+    would build kombu's own transport from its scheme (BRPOP: a message lost to a kill, a
+    worker stopped by a malformed one) in place of this one.
+    """
+
+    from_transport_options = (*kombu_redis.SentinelChannel.from_transport_options, "sentinels")
+    sentinels: list[tuple[str, int]] | None = None
+
+    def _sentinel_managed_pool(self, asynchronous: bool = False) -> Any:
+        params = self._connparams(asynchronous)
+        for name in ("host", "port"):
+            params.pop(name, None)
+        sentinels = [(str(host), int(port)) for host, port in self.sentinels or []] or [
+            (self.connection.client.hostname, self.connection.client.port or 26379)]
+        manager = redis_sentinel.Sentinel(
+            sentinels, min_other_sentinels=getattr(self, "min_other_sentinels", 0),
+            sentinel_kwargs=getattr(self, "sentinel_kwargs", None), **params)
+        if asynchronous:
+            self._async_sentinel_manager = manager
+        else:
+            self._sentinel_manager = manager
+        if getattr(self, "master_name", None) is None:
+            raise ValueError("'master_name' transport option must be specified.")
+        login = {k: params[k] for k in ("username", "password") if k in params}
+        return manager.master_for(self.master_name, redis.Redis, **login).connection_pool
+
+
+class SentinelTransport(Transport):
+    """:class:`Transport` through Redis Sentinel (kombu's ``SentinelTransport`` with our take)."""
+
+    default_port = 26379
+    Channel = SentinelChannel

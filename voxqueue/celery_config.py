@@ -9,6 +9,7 @@ from typing import Any
 
 from kombu import Exchange, Queue
 
+from voxqueue.redis_conn import sentinel_address
 from voxqueue.settings import QUEUES, Settings
 
 # Task names, by queue.
@@ -59,14 +60,32 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # from without a gap (voxqueue/broker.py).
         "priority_steps": [0],
     }
+    backend: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout}
+    broker_url, broker_transport = settings.redis_url, "voxqueue.broker:Transport"
+    publish_retry = {"max_retries": 5, "interval_start": 0.05, "interval_step": 0.2,
+                     "interval_max": 1.0}
+    sentinels = sentinel_address(settings)  # a bad sentinel URL stops the start, in one line
+    if sentinels is not None:
+        # Broker and result backend follow the primary the sentinels name. The broker's URL
+        # names one sentinel and its options all of them (see voxqueue.broker.SentinelChannel);
+        # the backend takes Celery's own form.
+        broker_transport = "voxqueue.broker:SentinelTransport"
+        broker_url = sentinels.broker_url()
+        transport["sentinels"] = sentinels.sentinels
+        for options in (transport, backend):
+            options["master_name"] = sentinels.master
+            options["sentinel_kwargs"] = sentinels.sentinel_kwargs()
+        # A publish rides out a failover (the sentinels' detection, promotion, reconnection).
+        publish_retry["max_retries"] = 14
     exchange = Exchange("voxqueue", type="direct")
     return {
-        "broker_url": settings.redis_url,
-        # kombu's Redis transport with a fix for a crash on reconnection.
-        "broker_transport": "voxqueue.broker:Transport",
+        "broker_url": broker_url,
+        # kombu's Redis transport, taking messages without losing one to a kill
+        # (voxqueue/broker.py).
+        "broker_transport": broker_transport,
         "result_backend": settings.redis_url,
         "broker_transport_options": transport,
-        "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout},
+        "result_backend_transport_options": backend,
         "visibility_timeout": settings.visibility_timeout,
         # JSON only: a pickled message is refused, never run.
         "task_serializer": "json",
@@ -96,8 +115,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_backend_max_retries": 10,
         "result_expires": max(3600, settings.turn_ttl_s),
         "task_publish_retry": True,
-        "task_publish_retry_policy": {
-            "max_retries": 5, "interval_start": 0.05, "interval_step": 0.2, "interval_max": 1.0},
+        "task_publish_retry_policy": publish_retry,
         # Explicit queues: a slow queue never blocks another.
         "task_queues": [Queue(q, exchange, routing_key=q) for q in QUEUES],
         "task_default_queue": "agent",

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote, unquote, urlsplit
 
 import redis
+import redis.asyncio as aioredis
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import AuthenticationError, AuthorizationError
 from redis.retry import Retry
+from redis.sentinel import Sentinel
 
 from voxqueue.settings import Settings
 
@@ -42,28 +47,126 @@ def _not_refused(error: Exception) -> bool:
     return not isinstance(error, AuthenticationError | AuthorizationError)
 
 
+class RedisAddressError(ValueError):
+    """The Redis address in the settings cannot be used as given."""
+
+
+@dataclass(frozen=True)
+class SentinelAddress:
+    """Where the sentinels are, which primary they watch, and how to log in to it."""
+
+    sentinels: list[tuple[str, int]]
+    master: str
+    db: int
+    username: str | None
+    password: str | None
+    sentinel_password: str | None
+
+    def primary_kwargs(self) -> dict[str, Any]:
+        """What every connection to the primary is opened with."""
+        return {"db": self.db, "username": self.username, "password": self.password}
+
+    def broker_url(self) -> str:
+        """One sentinel's URL with the primary's login and the database (the broker's)."""
+        login = ""
+        if self.password is not None:
+            login = f"{quote(self.username or '')}:{quote(self.password)}@"
+        host, port = self.sentinels[0]
+        return f"sentinel://{login}{host}:{port}/{self.db}"
+
+    def sentinel_kwargs(self) -> dict[str, Any]:
+        """What every connection to a sentinel is opened with."""
+        return {"password": self.sentinel_password, "socket_timeout": 2,
+                "socket_connect_timeout": 2}
+
+
+def is_sentinel(url: str) -> bool:
+    return url.startswith("sentinel://")
+
+
+def sentinel_address(settings: Settings) -> SentinelAddress | None:
+    """The sentinels of a ``sentinel://`` URL (Celery's form, one per ``;``), else ``None``.
+
+    Raises :class:`RedisAddressError`, in one line saying which, for a sentinel URL without a
+    master name or with a part that is not a sentinel address.
+    """
+    url = settings.redis_url
+    if not is_sentinel(url):
+        return None
+    if not settings.redis_master:
+        raise RedisAddressError(
+            "VOXQUEUE_REDIS_URL names sentinels (sentinel://...) but VOXQUEUE_REDIS_MASTER is "
+            "not set: give the name the sentinels know the primary by")
+    sentinels: list[tuple[str, int]] = []
+    db, username, password = 0, None, None
+    for part in url.split(";"):
+        parts = urlsplit(part.strip())
+        if parts.scheme != "sentinel" or not parts.hostname:
+            raise RedisAddressError(
+                f"VOXQUEUE_REDIS_URL: {redact(part)!r} is not a sentinel address "
+                "(sentinel://host:26379)")
+        sentinels.append((parts.hostname, parts.port or 26379))
+        if parts.password is not None:
+            username = unquote(parts.username) if parts.username else None
+            password = unquote(parts.password)
+        if parts.path.strip("/"):
+            try:
+                db = int(parts.path.strip("/"))
+            except ValueError:
+                raise RedisAddressError(
+                    f"VOXQUEUE_REDIS_URL: {parts.path!r} is not a database number") from None
+    sentinel_password = settings.redis_sentinel_password
+    return SentinelAddress(sentinels, settings.redis_master, db, username, password,
+                           sentinel_password.get_secret_value() if sentinel_password else None)
+
+
 def connect(settings: Settings, *, decode: bool = False) -> redis.Redis:
-    """A client with timeouts and keep-alive that rides out a Redis restart.
+    """A client with timeouts and keep-alive that rides out a Redis restart or a failover.
 
     Every command is retried on connection errors and timeouts with exponential backoff, so a
     stage or a client in the middle of a turn waits for Redis to come back instead of failing.
+    With Sentinel, every new connection asks the sentinels where the primary is, so the retries
+    follow a failover.
     """
-    return redis.Redis.from_url(
-        settings.redis_url,
-        decode_responses=decode,
-        socket_timeout=10,
-        socket_connect_timeout=2,
-        socket_keepalive=True,
-        health_check_interval=25,
-        retry=ReconnectRetry(ExponentialWithJitterBackoff(cap=1.0, base=0.05),
-                             RECONNECT_ATTEMPTS),
-        retry_on_error=[redis.ConnectionError, redis.TimeoutError],
-    )
+    options: dict[str, Any] = {
+        "decode_responses": decode,
+        "socket_timeout": 10,
+        "socket_connect_timeout": 2,
+        "socket_keepalive": True,
+        "health_check_interval": 25,
+        "retry": ReconnectRetry(ExponentialWithJitterBackoff(cap=1.0, base=0.05),
+                                RECONNECT_ATTEMPTS),
+        "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
+    }
+    address = sentinel_address(settings)
+    if address is None:
+        return redis.Redis.from_url(settings.redis_url, **options)
+    sentinel = Sentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
+                        **address.primary_kwargs())
+    return sentinel.master_for(address.master, redis_class=redis.Redis, **options)
+
+
+def connect_async(settings: Settings, **options: Any) -> aioredis.Redis:
+    """An asyncio client of the primary (through the sentinels with a ``sentinel://`` URL);
+    ``max_connections`` and ``timeout`` make its pool a blocking one."""
+    address = sentinel_address(settings)
+    blocking = "timeout" in options
+    if address is None:
+        if blocking:
+            return aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
+                settings.redis_url, **options))
+        return aioredis.Redis.from_url(settings.redis_url, **options)
+    options.pop("timeout", None)  # the sentinel-managed pool does not block
+    sentinel = AsyncSentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
+                             **address.primary_kwargs())
+    return sentinel.master_for(address.master, redis_class=aioredis.Redis, **options)
 
 
 def redact(url: str) -> str:
-    """The URL with its password hidden, for messages and logs."""
-    from urllib.parse import urlsplit, urlunsplit
+    """The URL with its password hidden, for messages and logs (each part of a sentinel URL)."""
+    if ";" in url:
+        return ";".join(redact(part) for part in url.split(";"))
+    from urllib.parse import urlunsplit
 
     parts = urlsplit(url)
     if parts.password is None:

@@ -39,7 +39,13 @@ class Settings(GatewaySettings):
 
     # -- Redis and Celery -------------------------------------------------------------------
     redis_url: str = "redis://127.0.0.1:6379/0"
-    """Broker, result backend and shared state; auth and TLS go in the URL (``rediss://``)."""
+    """Broker, result backend and shared state; auth and TLS go in the URL (``rediss://``).
+    Redis Sentinel in Celery's own form, ``sentinel://h1:26379;sentinel://h2:26379/0`` (the
+    primary's password as ``sentinel://:PASSWORD@h1:26379``), with ``VOXQUEUE_REDIS_MASTER``."""
+    redis_master: str | None = None
+    """With a ``sentinel://`` URL: the name the sentinels know the primary by."""
+    redis_sentinel_password: SecretStr | None = None
+    """With a ``sentinel://`` URL: the sentinels' own password, if they have one."""
     key_prefix: str = "vq"
     visibility_timeout: int = 6
     """The lease, in seconds: a worker renews the tasks it holds every quarter of it, and a dead

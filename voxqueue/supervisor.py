@@ -34,7 +34,7 @@ from voxqueue.process_table import (
     HEARTBEAT_S,
     worker_names,
 )
-from voxqueue.redis_conn import redact
+from voxqueue.redis_conn import redact, sentinel_address
 from voxqueue.restarts import RestartPolicy, log_to_stderr, respawn, schedule_restart
 from voxqueue.settings import QUEUES, Settings
 
@@ -71,6 +71,8 @@ class Supervisor:
         (``DataDirInUse``); it is a child like the others: restarted if it dies, stopped last.
         """
         url = self.settings.redis_url
+        if sentinel_address(self.settings) is not None:  # a bad sentinel URL stops here
+            return url, False  # never an embedded server in place of a primary that fails over
         if redis_answers(url):
             return url, False
         folder = data_dir(self.settings)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,10 +74,13 @@ class Findings:
     """Turns a session gave up on (the system was down), and workers that never came back."""
     effects: int = 0
     cancelled: int = 0
+    failover_gaps: list[float] = field(default_factory=list)
+    """Seconds from each kill of the Redis primary to the first write through the sentinels."""
 
     def figures(self) -> dict[str, int]:
         return {
             "turns": self.turns, "kills": sum(self.kills.values()),
+            "failovers": len(self.failover_gaps),
             "cancelled": self.cancelled, "effects": self.effects, "lost": len(self.lost),
             "failed": len(self.failed), "stream duplicates": len(self.stream_duplicates),
             "effects twice": len(self.effects_twice),
@@ -92,7 +96,11 @@ class Findings:
     def table(self) -> str:
         kills = ", ".join(f"{q} {n}" for q, n in sorted(self.kills.items())) or "none"
         rows = [f"  {name:<22} {value}" for name, value in self.figures().items()]
-        return "\n".join(["chaos figures:", *rows, f"  {'kills per queue':<22} {kills}"])
+        gaps = self.failover_gaps
+        gap = (f"p50 {statistics.median(gaps):.1f} s, max {max(gaps):.1f} s" if gaps
+               else "no failover")
+        return "\n".join(["chaos figures:", *rows, f"  {'kills per queue':<22} {kills}",
+                          f"  {'failover gap':<22} {gap}"])
 
     def evidence(self, limit: int = 8) -> str:
         out = []

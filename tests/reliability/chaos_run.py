@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from testkit.fakes.chaos_model import ChaosProviders, speech_with_transcript
+from testkit.sentinel import MASTER, SentinelSet
 from tests.conftest import SPEECH, System, system_env
 from tests.reliability.chaos_ledger import (
     Findings,
@@ -75,6 +76,9 @@ class Plan:
     audio_share: float = 0.25
     cancel_share: float = 0.2
     deadline_s: float = 30.0
+    failovers: int = 0
+    """Kills of the Redis primary (a :class:`testkit.sentinel.SentinelSet`), each followed by
+    the killed server's restart as a replica, so the next one fails back."""
 
 
 def poisons(plan: Plan) -> bool:
@@ -94,9 +98,12 @@ def queue_of(proc: Proc) -> str:
 
 
 def start_system(plan: Plan, redis_url: str, fake: ChaosProviders, ledger: Path,
-                 log_dir: Path) -> System:
+                 log_dir: Path, redis_master: str | None = None) -> System:
+    extra = {LEDGER_ENV: str(ledger)}
+    if redis_master:
+        extra["VOXQUEUE_REDIS_MASTER"] = redis_master
     env = system_env(redis_url, fake, VOXQUEUE_TOOL_MODULES="tests.tool_modules.chaos_tools",
-                     **{LEDGER_ENV: str(ledger)})
+                     **extra)
     system = System(env, log_dir)
     sup = system.sup
     if plan.layout == "per-queue":
@@ -182,6 +189,44 @@ class Chaos:
             time.sleep(0.2)
 
 
+class Failovers:
+    """The killer of a Redis that fails over: SIGKILLs its primary at random instants, and
+    after each failover starts the killed server again (it rejoins as a replica, so the next
+    kill fails back); each gap is measured from the kill to a write through the sentinels."""
+
+    def __init__(self, sentinels: SentinelSet, client: Client, plan: Plan,
+                 found: Findings, log: list[str]) -> None:
+        self.sentinels, self.client, self.plan, self.found = sentinels, client, plan, found
+        self.log = log
+        self.stop = threading.Event()
+        self.killed_at: list[float] = []
+
+    def run(self) -> None:
+        rng = random.Random(f"{self.plan.seed}:failovers")
+        for n in range(1, self.plan.failovers + 1):
+            if self.stop.wait(rng.uniform(1.0, 2 * self.plan.mean_gap_s)):
+                return
+            killed = self.sentinels.kill_primary()
+            down = time.monotonic()
+            self.killed_at.append(down)
+            self.log.append(f"failover {n}: primary :{killed.port} SIGKILLed at {time.time():.2f}")
+            promoted = self.sentinels.wait_failover()
+            self.found.failover_gaps.append(self._writable_after(down))
+            self.log.append(f"failover {n}: :{promoted.port} promoted, writes back after "
+                            f"{self.found.failover_gaps[-1]:.1f} s")
+            self.sentinels.restart_killed()
+            self.log.append(f"failover {n}: :{killed.port} rejoined as a replica")
+
+    def _writable_after(self, down: float) -> float:
+        """Seconds from the kill until a write through the sentinels succeeds."""
+        while True:
+            try:
+                self.client.redis.set("chaos:failover-probe", str(time.time()))
+                return time.monotonic() - down
+            except Exception:  # the client's own retries ran out: try again
+                time.sleep(0.1)
+
+
 def _tail(proc: Proc) -> str:
     """The last critical line of the process's log (its own words for why it exited)."""
     if proc.log_path is None or not proc.log_path.exists():
@@ -246,13 +291,16 @@ def run_sessions(client: Client, plan: Plan, chaos: Chaos, records: list[TurnRec
     chaos.keep_while(lambda: any(t.is_alive() for t in threads))
 
 
-def run_chaos(plan: Plan, redis_url: str, work: Path) -> tuple[Findings, list[str], str]:
-    """Run ``plan``; the findings, the harness's own errors, and the keeper's log."""
+def run_chaos(plan: Plan, redis_url: str, work: Path, *,
+              sentinels: SentinelSet | None = None) -> tuple[Findings, list[str], str]:
+    """Run ``plan``; the findings, the harness's own errors, and the keeper's log. With
+    ``sentinels``, ``redis_url`` is their URL and the plan's failovers kill its primary."""
     found = Findings()
     ledger = work / "effects.jsonl"
     fake = ChaosProviders(plan.seed, profile=PROFILE)
     fake.start()
-    system = start_system(plan, redis_url, fake, ledger, work / "logs")
+    system = start_system(plan, redis_url, fake, ledger, work / "logs",
+                          redis_master=MASTER if sentinels is not None else None)
     records: list[TurnRecord] = []
     errors: list[str] = []
     try:
@@ -260,14 +308,29 @@ def run_chaos(plan: Plan, redis_url: str, work: Path) -> tuple[Findings, list[st
         chaos = Chaos(system, plan, found)
         killer = threading.Thread(target=chaos.killer, name="chaos-killer", daemon=True)
         killer.start()
+        failovers = None
+        if plan.failovers:
+            assert sentinels is not None, "failovers need a Redis with sentinels"
+            failovers = Failovers(sentinels, client, plan, found, chaos.log)
+            failing_over = threading.Thread(target=failovers.run, name="chaos-failovers",
+                                            daemon=True)
+            failing_over.start()
         if poisons(plan):
             timer = threading.Timer(random.Random(f"{plan.seed}:poison").uniform(2, 8),
                                     poison, args=(client,))
             timer.daemon = True
             timer.start()
         run_sessions(client, plan, chaos, records, errors, clean=False)
+        sessions_ended = time.monotonic()
         chaos.stop.set()
         killer.join()
+        if failovers is not None:
+            failovers.stop.set()
+            failing_over.join(90)  # the last killed server rejoins before the clean turns
+            under_turns = sum(t < sessions_ended for t in failovers.killed_at)
+            if under_turns < plan.failovers:
+                found.not_run.append(f"{under_turns} of {plan.failovers} failovers happened "
+                                     "while the sessions ran")
         give_up = time.time() + 60
         chaos.keep_while(lambda: not chaos.all_up() and time.time() < give_up)
         if not chaos.all_up():

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import pytest
 
+from testkit.sentinel import SentinelSet
 from tests.conftest import RedisServer
 from tests.reliability.chaos_ledger import Findings
 from tests.reliability.chaos_run import Plan, chosen_seed, poisons, run_chaos
@@ -60,17 +61,25 @@ def test_chaos_long(layout, tmp_path, reliability_case):
 
 
 def chaos(plan: Plan, tmp_path, reliability_case) -> Findings:
-    print(f"\nchaos seed {plan.seed} (replay: VOXQUEUE_CHAOS_SEED={plan.seed}), {plan}")
-    case = reliability_case(
-        f"chaos ({plan.layout} layout): {plan.sessions} sessions x {plan.turns + 1} turns, "
-        f"{plan.kills} random SIGKILLs, {'poison on every queue' if poisons(plan) else 'no poison'}"
-        f", barge-in; seed {plan.seed}")
+    """Run ``plan`` on a Redis server of its own and check the ledger's findings."""
     server = RedisServer()
     server.start()
     try:
-        found, errors, log = run_chaos(plan, server.url, tmp_path)
+        return checked_run(plan, tmp_path, reliability_case, server.url,
+                           f"{plan.kills} random SIGKILLs")
     finally:
         server.stop()
+
+
+def checked_run(plan: Plan, tmp_path, reliability_case, redis_url: str, kills: str, *,
+                sentinels: SentinelSet | None = None) -> Findings:
+    """Run ``plan`` on ``redis_url``; fail on any finding but the uncertain outcomes."""
+    print(f"\nchaos seed {plan.seed} (replay: VOXQUEUE_CHAOS_SEED={plan.seed}), {plan}")
+    case = reliability_case(
+        f"chaos ({plan.layout} layout): {plan.sessions} sessions x {plan.turns + 1} turns, "
+        f"{kills}, {'poison on every queue' if poisons(plan) else 'no poison'}"
+        f", barge-in; seed {plan.seed}")
+    found, errors, log = run_chaos(plan, redis_url, tmp_path, sentinels=sentinels)
     figures = found.figures()
     print(found.table())
     print(found.evidence())
@@ -78,13 +87,17 @@ def chaos(plan: Plan, tmp_path, reliability_case) -> Findings:
     case.lost = len(found.lost)
     case.duplicates = len(found.effects_twice) + len(found.stream_duplicates)
     case.note(", ".join(f"{k} {v}" for k, v in figures.items() if k not in ("turns", "lost"))
-              + f"; kills per queue {dict(sorted(found.kills.items()))}")
+              + f"; kills per queue {dict(sorted(found.kills.items()))}"
+              + (f"; failover gaps {[round(g, 1) for g in found.failover_gaps]} s"
+                 if found.failover_gaps else ""))
     said = (f"seed {plan.seed}, layout {plan.layout}\n{found.table()}\n{found.evidence()}"
             f"\nkeeper log:\n{log}")
     assert errors == [], f"the sessions raised:\n{errors}\n{said}"
-    assert sum(found.kills.values()) > 0 and found.effects > 0, f"a run that proves nothing\n{said}"
+    killed = sum(found.kills.values()) + len(found.failover_gaps)
+    assert killed > 0 and found.effects > 0, f"a run that proves nothing\n{said}"
     failures = {name: value for name, value in figures.items()
-                if name not in ("turns", "kills", "cancelled", "effects", "uncertain outcomes")
+                if name not in ("turns", "kills", "failovers", "cancelled", "effects",
+                                "uncertain outcomes")
                 and value}
     assert failures == {}, said
     return found

@@ -20,7 +20,6 @@ from typing import Any
 
 import anyio
 import redis
-import redis.asyncio as aioredis
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -42,6 +41,7 @@ from voxqueue.gateway.capture import stream_turn
 from voxqueue.gateway.limits import InFlight
 from voxqueue.gateway.rules import Refused, deadline_of, rate_of, session_of
 from voxqueue.gateway.streams import forget_read, read_after
+from voxqueue.redis_conn import connect_async
 from voxqueue.settings import Settings
 from voxqueue.turns import TurnNotFound
 
@@ -72,11 +72,11 @@ class Gateway:
         self.polls = InFlight("long polls", s.gateway_polls_per_device)
         self.sockets = InFlight("streams", s.gateway_sockets_per_device)
         # Every wait is cut in slices of under a second: the timeout is far above the longest.
-        self.aredis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
-            s.redis_url, max_connections=s.gateway_redis_pool, timeout=5,
-            socket_timeout=MAX_WAIT_MS / 1000 + 20, socket_connect_timeout=5))
-        self.health_redis = aioredis.Redis.from_url(s.redis_url, max_connections=2,
-                                                    socket_timeout=5, socket_connect_timeout=5)
+        self.aredis = connect_async(s, max_connections=s.gateway_redis_pool, timeout=5,
+                                    socket_timeout=MAX_WAIT_MS / 1000 + 20,
+                                    socket_connect_timeout=5)
+        self.health_redis = connect_async(s, max_connections=2, socket_timeout=5,
+                                          socket_connect_timeout=5)
         self.access = Access(self.aredis, self.client.keys, s.gateway_revocation_check_s)
 
     async def close(self) -> None:

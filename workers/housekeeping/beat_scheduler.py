@@ -18,6 +18,7 @@ from redbeat import RedBeatScheduler
 from redis.exceptions import LockError
 
 from voxqueue.keys import Keys
+from voxqueue.redis_conn import sentinel_address
 from voxqueue.settings import Settings
 
 log = logging.getLogger("voxqueue.beat")
@@ -41,7 +42,14 @@ def beat_config(settings: Settings) -> dict[str, Any]:
 
     parts = urlsplit(settings.redis_url)
     url, auth = settings.redis_url, {}
-    if parts.password is not None:
+    sentinels = sentinel_address(settings)
+    if sentinels is not None:  # RedBeat's own form: its scheduler and lock follow the primary
+        url = f"redis-sentinel://{sentinels.sentinels[0][0]}:{sentinels.sentinels[0][1]}/"
+        auth = {"sentinels": sentinels.sentinels, "service_name": sentinels.master,
+                "db": sentinels.db, "password": sentinels.password,
+                "username": sentinels.username,
+                "sentinel_kwargs": sentinels.sentinel_kwargs()}
+    elif parts.password is not None:
         host = parts.netloc.rpartition("@")[2]
         netloc = f"{parts.username}@{host}" if parts.username else host
         url = urlunsplit(parts._replace(netloc=netloc))

@@ -1,0 +1,48 @@
+"""Redis that fails over: a primary, a replica and three real sentinels (``redis-server
+--sentinel``); the chaos test's sessions run turns (a side effect written to a file outside
+Redis among their tools) while the primary is SIGKILLed at random instants, the sentinels
+promote the replica, and the killed server comes back as a replica, so the next kill fails
+back. The chaos ledger then checks every turn, every history and the side effect's file
+(tests/reliability/chaos_ledger.py), and each gap is measured from the kill to a write.
+
+The short form (one failover and one back) always runs; ``--crash`` runs the long one.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from testkit.sentinel import SentinelSet
+from tests.reliability.chaos_run import Plan, chosen_seed
+from tests.reliability.test_chaos import checked_run
+
+pytestmark = pytest.mark.integration
+
+
+def failover(plan: Plan, tmp_path, reliability_case) -> None:
+    sentinels = SentinelSet()
+    try:
+        found = checked_run(plan, tmp_path, reliability_case, sentinels.url,
+                            f"{plan.failovers} SIGKILLs of the Redis primary",
+                            sentinels=sentinels)
+    finally:
+        sentinels.stop()
+    assert len(found.failover_gaps) == plan.failovers
+    print(f"failover gaps (kill -> a write through the sentinels): "
+          f"{[round(g, 1) for g in found.failover_gaps]} s")
+
+
+@pytest.mark.timeout(600)
+def test_failover_and_back_under_turns(tmp_path, reliability_case):
+    plan = Plan(seed=chosen_seed(), layout="per-queue", sessions=4, turns=12, kills=0,
+                mean_gap_s=2.0, failovers=2)
+    failover(plan, tmp_path, reliability_case)
+
+
+@pytest.mark.crash
+@pytest.mark.timeout(3600)
+@pytest.mark.parametrize("layout", ["per-queue", "default"])
+def test_failovers_back_and_forth_long(layout, tmp_path, reliability_case):
+    plan = Plan(seed=chosen_seed(), layout=layout, sessions=8, turns=30, kills=0,
+                mean_gap_s=4.0, failovers=8, deadline_s=60.0)
+    failover(plan, tmp_path, reliability_case)
