@@ -119,6 +119,12 @@ class Channel(SweepingChannel):
     _take_stage = ""
     _take_wait = TAKE_WAIT_S
     _sync_client: tuple[Any, Any] | None = None
+    #: Transport options: the replicas a published job must be on before the publish returns
+    #: (``VOXQUEUE_REDIS_WAIT_REPLICAS``), and how long that waits at most.
+    replicas_to_wait = 0
+    replica_wait_ms = 200
+    from_transport_options = (*SweepingChannel.from_transport_options, "replicas_to_wait",
+                              "replica_wait_ms")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -150,10 +156,13 @@ class Channel(SweepingChannel):
         """kombu's push, and the ring of its list's doorbell (see ``voxqueue.broker_take``)."""
         key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
         batch = kwargs.get("_publish_batch")
+        replicas = int(self.replicas_to_wait or 0)
         if batch is not None:
             super()._put(queue, message, **kwargs)
             for name, *args in ring_commands(key):
                 batch.add(name, *args)
+            if replicas:
+                batch.add("execute_command", "WAIT", replicas, self.replica_wait_ms)
             return
         with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
             pipe.lpush(key, dumps(message))
@@ -162,7 +171,13 @@ class Channel(SweepingChannel):
                     pipe.pexpire(self._q_for_pri(queue, p), self._expires[queue])
             for name, *args in ring_commands(key):
                 getattr(pipe, name)(*args)
-            pipe.execute()
+            if replicas:  # on a replica before the publish returns: a failover keeps the job
+                pipe.execute_command("WAIT", replicas, self.replica_wait_ms)
+            replies = pipe.execute()
+            if replicas and int(replies[-1]) < replicas:
+                log.warning("a job published to %s is on %s of %s replicas after %s ms: a "
+                            "failover now could lose it", queue, replies[-1], replicas,
+                            self.replica_wait_ms)
 
     # -- taking a message without a gap ---------------------------------------------------------
     def _brpop_start(self, timeout: Any = None) -> None:
@@ -311,7 +326,9 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
     worker stopped by a malformed one) in place of this one.
     """
 
-    from_transport_options = (*kombu_redis.SentinelChannel.from_transport_options, "sentinels")
+    from_transport_options = tuple(dict.fromkeys((
+        *Channel.from_transport_options, *kombu_redis.SentinelChannel.from_transport_options,
+        "sentinels")))
     sentinels: list[tuple[str, int]] | None = None
 
     def _sentinel_managed_pool(self, asynchronous: bool = False) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 from kombu import Exchange, Queue
 
-from voxqueue.redis_conn import sentinel_address
+from voxqueue.redis_conn import replicas_to_wait, sentinel_address
 from voxqueue.settings import QUEUES, Settings
 
 # Task names, by queue.
@@ -64,6 +64,10 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     broker_url, broker_transport = settings.redis_url, "voxqueue.broker:Transport"
     publish_retry = {"max_retries": 5, "interval_start": 0.05, "interval_step": 0.2,
                      "interval_max": 1.0}
+    replicas = replicas_to_wait(settings)
+    if replicas:
+        transport["replicas_to_wait"] = replicas
+        transport["replica_wait_ms"] = settings.redis_wait_ms
     sentinels = sentinel_address(settings)  # a bad sentinel URL stops the start, in one line
     if sentinels is not None:
         # Broker and result backend follow the primary the sentinels name. The broker's URL

@@ -11,11 +11,16 @@ job gets an attempt number; only the newest may write.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+
+from voxqueue.redis_conn import durable
+
+log = logging.getLogger("voxqueue.effects")
 
 # KEYS[1] marker (or ""), KEYS[2] fence (or ""), KEYS[3] unless (or ""), KEYS[4..] the commands'
 # keys.
@@ -113,7 +118,19 @@ class Once:
         argv: list[Arg] = [self.marker_value if self.marker_value is not None else token,
                            self.ttl_s, fence.attempt if fence else 0, self._count, *self._argv,
                            token]
-        result: Any = self.r.register_script(_ONCE)(keys=keys, args=argv)  # SHA: ~2 µs
+        script = self.r.register_script(_ONCE)  # SHA: ~2 µs
+        replicas, wait_ms = durable(self.r)
+        result: Any
+        if not replicas:
+            result = script(keys=keys, args=argv)
+        else:  # on the replicas before anyone acts on it: a failover keeps it
+            with self.r.pipeline(transaction=False) as pipe:
+                script(keys=keys, args=argv, client=pipe)
+                pipe.execute_command("WAIT", replicas, wait_ms)
+                result, acked = pipe.execute()
+            if int(acked) < replicas:
+                log.warning("a once-write is on %s of %s replicas after %s ms: a failover now "
+                            "could undo it", acked, replicas, wait_ms)
         status = int(result[0])
         if status == -1:
             raise Fenced(f"a newer attempt than {fence.attempt if fence else '?'} owns this job")

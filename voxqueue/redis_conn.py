@@ -47,6 +47,26 @@ def _not_refused(error: Exception) -> bool:
     return not isinstance(error, AuthenticationError | AuthorizationError)
 
 
+class Primary(redis.Redis):
+    """A client of the primary, knowing how many replicas a durable write waits for."""
+
+    replicas_to_wait: int = 0
+    replica_wait_ms: int = 0
+
+
+def replicas_to_wait(settings: Settings) -> int:
+    """``VOXQUEUE_REDIS_WAIT_REPLICAS``; unset: 1 with sentinels (a replica to fail over to),
+    else 0."""
+    if settings.redis_wait_replicas is not None:
+        return settings.redis_wait_replicas
+    return 1 if is_sentinel(settings.redis_url) else 0
+
+
+def durable(r: redis.Redis) -> tuple[int, int]:
+    """The replicas a durable write through ``r`` waits for, and for how long at most."""
+    return getattr(r, "replicas_to_wait", 0), getattr(r, "replica_wait_ms", 0)
+
+
 class RedisAddressError(ValueError):
     """The Redis address in the settings cannot be used as given."""
 
@@ -120,7 +140,7 @@ def sentinel_address(settings: Settings) -> SentinelAddress | None:
                            sentinel_password.get_secret_value() if sentinel_password else None)
 
 
-def connect(settings: Settings, *, decode: bool = False) -> redis.Redis:
+def connect(settings: Settings, *, decode: bool = False) -> Primary:
     """A client with timeouts and keep-alive that rides out a Redis restart or a failover.
 
     Every command is retried on connection errors and timeouts with exponential backoff, so a
@@ -139,11 +159,16 @@ def connect(settings: Settings, *, decode: bool = False) -> redis.Redis:
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
     }
     address = sentinel_address(settings)
+    client: Primary
     if address is None:
-        return redis.Redis.from_url(settings.redis_url, **options)
-    sentinel = Sentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
-                        **address.primary_kwargs())
-    return sentinel.master_for(address.master, redis_class=redis.Redis, **options)
+        client = Primary.from_url(settings.redis_url, **options)
+    else:
+        sentinel = Sentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
+                            **address.primary_kwargs())
+        client = sentinel.master_for(address.master, redis_class=Primary, **options)
+    client.replicas_to_wait = replicas_to_wait(settings)
+    client.replica_wait_ms = settings.redis_wait_ms
+    return client
 
 
 def connect_async(settings: Settings, **options: Any) -> aioredis.Redis:

@@ -46,6 +46,13 @@ class Settings(GatewaySettings):
     """With a ``sentinel://`` URL: the name the sentinels know the primary by."""
     redis_sentinel_password: SecretStr | None = None
     """With a ``sentinel://`` URL: the sentinels' own password, if they have one."""
+    redis_wait_replicas: int | None = Field(default=None, ge=0)
+    """Replicas that must hold a once-write (a side effect's claim, a stage's done marker, a
+    history append) and a published job before the system acts on it (Redis ``WAIT``), so a
+    failover cannot undo them. Unset: 1 with a ``sentinel://`` URL, else 0 (no replica)."""
+    redis_wait_ms: int = Field(default=200, ge=1)
+    """The longest such a write waits for its replicas; then it goes on unconfirmed (logged):
+    a replica that is down stops nothing."""
     key_prefix: str = "vq"
     visibility_timeout: int = 6
     """The lease, in seconds: a worker renews the tasks it holds every quarter of it, and a dead

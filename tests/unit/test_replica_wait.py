@@ -1,0 +1,89 @@
+"""Durable writes wait for a replica (Redis ``WAIT``) when there is one to fail over to: a
+once-write and a published job are on the replica when they return; with no replica they go on
+after ``VOXQUEUE_REDIS_WAIT_MS``, unconfirmed and logged."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+import redis
+from kombu import Connection
+
+from testkit.system import RedisServer
+from voxqueue.effects import Once
+from voxqueue.redis_conn import connect, replicas_to_wait
+from voxqueue.settings import Settings
+
+
+@pytest.fixture(scope="module")
+def pair():
+    """A primary and one replica of it."""
+    primary = RedisServer()
+    primary.start()
+    replica = RedisServer()
+    replica.extra = ("--replicaof", "127.0.0.1", str(primary.port))
+    replica.start()
+    link = redis.Redis(port=replica.port)
+    give_up = time.monotonic() + 30
+    while link.info("replication").get("master_link_status") != "up":
+        assert time.monotonic() < give_up, "the replica never synced"
+        time.sleep(0.05)
+    yield primary, replica
+    replica.stop()
+    primary.stop()
+
+
+def settings(url: str, **extra: object) -> Settings:
+    return Settings(_env_file=None, redis_url=url, **extra)  # type: ignore[call-arg]
+
+
+def test_the_default_waits_only_for_sentinels_replicas():
+    assert replicas_to_wait(settings("redis://127.0.0.1:6379/0")) == 0
+    sentinel = settings("sentinel://127.0.0.1:26379/0", redis_master="m")
+    assert replicas_to_wait(sentinel) == 1
+    assert replicas_to_wait(settings("redis://h/0", redis_wait_replicas=2)) == 2
+
+
+def test_a_once_write_is_on_the_replica_when_it_returns(pair):
+    primary, replica = pair
+    r = connect(settings(primary.url, redis_wait_replicas=1))
+    for n in range(20):
+        Once(r, marker=f"m:{n}").call("SET", f"k:{n}", str(n)).run()
+        # No sleep, no poll: WAIT returned only once the replica had it.
+        assert replica_get(replica, f"k:{n}") == str(n).encode()
+
+
+def test_with_no_replica_a_once_write_goes_on_unconfirmed_and_says_so(caplog):
+    lonely = RedisServer()
+    lonely.start()
+    try:
+        r = connect(settings(lonely.url, redis_wait_replicas=1, redis_wait_ms=50))
+        with caplog.at_level(logging.WARNING, logger="voxqueue.effects"):
+            done = Once(r, marker="m").call("SET", "k", "v").run()
+        assert done is not None
+        assert r.get("k") == b"v"
+        assert "on 0 of 1 replicas" in caplog.text
+    finally:
+        lonely.stop()
+
+
+def test_a_published_job_is_on_the_replica_when_the_publish_returns(pair):
+    primary, replica = pair
+    with Connection(primary.url, transport="voxqueue.broker:Transport",
+                    transport_options={"replicas_to_wait": 1, "replica_wait_ms": 1000}) as conn:
+        queue = conn.SimpleQueue(f"wait-{time.time()}")
+        for n in range(10):
+            queue.put({"n": n})
+            assert replica_llen(replica, queue.queue.name) == n + 1
+        queue.close()
+
+
+def replica_get(replica: RedisServer, key: str) -> bytes | None:
+    value = redis.Redis(port=replica.port).get(key)
+    return value if isinstance(value, bytes) or value is None else bytes(value)
+
+
+def replica_llen(replica: RedisServer, key: str) -> int:
+    return int(redis.Redis(port=replica.port).llen(key))
