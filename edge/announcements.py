@@ -17,13 +17,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
-
 from edge.link import Backoff, Link, is_connection_error
 from voxqueue.gateway.remote import GatewayClient
 from voxqueue.keys import Keys
+from voxqueue.redis_conn import connect
 from voxqueue.settings import Settings
 
 log = logging.getLogger("voxqueue.edge")
@@ -74,15 +71,10 @@ class Feed(Protocol):
 class RedisFeed:
     """The device's stream in Redis (a trusted single machine)."""
 
-    def __init__(self, redis_url: str, stream: str, block_ms: int) -> None:
+    def __init__(self, settings: Settings, stream: str, block_ms: int) -> None:
         self.stream = stream
         # No retries inside the client: a lost server is noticed at once and retried here.
-        self.r = redis.Redis.from_url(
-            redis_url,
-            socket_timeout=block_ms / 1000 + 5,
-            socket_connect_timeout=3,
-            retry=Retry(NoBackoff(), 0),
-        )
+        self.r = connect(settings, patient=False, socket_timeout=block_ms / 1000 + 5)
 
     def newest_id(self) -> str:
         newest: Any = self.r.xrevrange(self.stream, count=1)
@@ -201,4 +193,4 @@ def feed_for(client: object, settings: Settings, device: str) -> Feed:
     if isinstance(client, GatewayClient):
         return GatewayFeed(client)
     stream = Keys(settings.key_prefix).announcements(device)
-    return RedisFeed(settings.redis_url, stream, block_ms=2000)
+    return RedisFeed(settings, stream, block_ms=2000)

@@ -90,7 +90,7 @@ class Device:
     def _server_answers(self) -> bool:
         if isinstance(self.client, GatewayClient):
             return self.client.ping()
-        return redis_answers(self.settings.redis_url)
+        return redis_answers(self.settings)
 
     @property
     def turns(self) -> list[TurnRecord]:

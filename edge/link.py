@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import redis
 from kombu.exceptions import OperationalError
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from voxqueue.client import Unavailable
+from voxqueue.redis_conn import connect
+from voxqueue.settings import Settings
 
 _UNREACHABLE = (
     Unavailable,
@@ -33,11 +33,10 @@ def is_connection_error(exc: BaseException) -> bool:
     return False
 
 
-def redis_answers(url: str, timeout_s: float = 1.0) -> bool:
-    """One PING without retries: is Redis there right now?"""
-    r = redis.Redis.from_url(
-        url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, retry=Retry(NoBackoff(), 0)
-    )
+def redis_answers(settings: Settings, timeout_s: float = 1.0) -> bool:
+    """One PING without retries: is Redis (the primary, with sentinels) there right now?"""
+    r = connect(settings, patient=False, socket_timeout=timeout_s,
+                socket_connect_timeout=timeout_s)
     try:
         return bool(r.ping())
     except (redis.RedisError, OSError):

@@ -8,6 +8,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -56,7 +57,7 @@ class Sentinel:
 
     def primary_port(self) -> int | None:
         """The port of the primary this sentinel names now."""
-        answer = redis.Redis(port=self.port).sentinel_get_master_addr_by_name(MASTER)
+        answer: Any = redis.Redis(port=self.port).sentinel_get_master_addr_by_name(MASTER)
         return int(answer[1]) if answer else None
 
 
@@ -80,6 +81,7 @@ class SentinelSet:
             sentinel.start()
         self.killed: RedisServer | None = None
         self._wait(lambda: self._replicas_known() >= 1, 20, "the sentinels to see the replica")
+        self._wait(lambda: self._peers_known() >= 2, 20, "the sentinels to find each other")
 
     @property
     def url(self) -> str:
@@ -129,9 +131,16 @@ class SentinelSet:
         for server in self.servers.values():
             server.stop()
 
+    def _peers_known(self) -> int:
+        try:
+            return min(len(_listed(redis.Redis(port=s.port).sentinel_sentinels(MASTER)))
+                       for s in self.sentinels)
+        except redis.RedisError:
+            return 0
+
     def _replicas_known(self) -> int:
         try:
-            return min(len(redis.Redis(port=s.port).sentinel_slaves(MASTER))
+            return min(len(_listed(redis.Redis(port=s.port).sentinel_slaves(MASTER)))
                        for s in self.sentinels)
         except redis.RedisError:
             return 0
@@ -147,6 +156,10 @@ class SentinelSet:
                 pass
             time.sleep(0.1)
         raise TimeoutError(f"waited {timeout_s} s for {what}")
+
+
+def _listed(answer: Any) -> list[Any]:
+    return answer if isinstance(answer, list) else []
 
 
 def _is_replica(port: int) -> bool:

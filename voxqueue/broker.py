@@ -123,8 +123,8 @@ class Channel(SweepingChannel):
     #: (``VOXQUEUE_REDIS_WAIT_REPLICAS``), and how long that waits at most.
     replicas_to_wait = 0
     replica_wait_ms = 200
-    from_transport_options = (*SweepingChannel.from_transport_options, "replicas_to_wait",
-                              "replica_wait_ms")
+    from_transport_options = (  # type: ignore[assignment]  # (kombu's: a tuple of names)
+        *SweepingChannel.from_transport_options, "replicas_to_wait", "replica_wait_ms")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -326,7 +326,7 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
     worker stopped by a malformed one) in place of this one.
     """
 
-    from_transport_options = tuple(dict.fromkeys((
+    from_transport_options = tuple(dict.fromkeys((  # type: ignore[assignment]
         *Channel.from_transport_options, *kombu_redis.SentinelChannel.from_transport_options,
         "sentinels")))
     sentinels: list[tuple[str, int]] | None = None
@@ -344,14 +344,15 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
             self._async_sentinel_manager = manager
         else:
             self._sentinel_manager = manager
-        if getattr(self, "master_name", None) is None:
+        master: str | None = getattr(self, "master_name", None)
+        if master is None:
             raise ValueError("'master_name' transport option must be specified.")
         login = {k: params[k] for k in ("username", "password") if k in params}
-        return manager.master_for(self.master_name, redis.Redis, **login).connection_pool
+        return manager.master_for(master, redis.Redis, **login).connection_pool
 
 
 class SentinelTransport(Transport):
     """:class:`Transport` through Redis Sentinel (kombu's ``SentinelTransport`` with our take)."""
 
-    default_port = 26379
+    default_port = 26379  # type: ignore[assignment]  # (kombu's is None)
     Channel = SentinelChannel

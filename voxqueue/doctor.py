@@ -14,7 +14,13 @@ import redis
 from voxqueue.dead_letters import doctor_rows
 from voxqueue.flower_auth import OLD_FLOWER_PASSWORD, flower_password_file
 from voxqueue.keys import Keys
-from voxqueue.redis_conn import redact
+from voxqueue.redis_conn import (
+    RedisAddressError,
+    connect,
+    look_through,
+    redact,
+    sentinel_address,
+)
 from voxqueue.settings import QUEUES, Settings, whisper_installed
 
 
@@ -27,9 +33,27 @@ class Check:
     warning: bool = False
 
 
+def check_sentinels(settings: Settings) -> Check | None:
+    """With a ``sentinel://`` URL: the primary, replicas and sentinels they see, or which of
+    them is wrong."""
+    try:
+        address = sentinel_address(settings)
+    except RedisAddressError as exc:
+        return Check("redis sentinels", False, str(exc), "see docs/operations.md (Sentinel)")
+    if address is None:
+        return None
+    view = look_through(address)
+    if view.problem:
+        return Check("redis sentinels", False, view.problem,
+                     "start the sentinels, or check VOXQUEUE_REDIS_URL and VOXQUEUE_REDIS_MASTER")
+    return Check("redis sentinels", True,
+                 f"primary {view.primary}, replicas {', '.join(view.replicas or []) or 'none'}; "
+                 f"sentinels answering {', '.join(view.answered)} ({view.quorum})",
+                 warning=not view.replicas)
+
+
 def check_redis(settings: Settings) -> tuple[Check, redis.Redis | None]:
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2,
-                                  socket_timeout=3)
+    client: redis.Redis = connect(settings, patient=False)
     try:
         info: Any = client.info("server")
     except redis.RedisError as exc:
@@ -328,8 +352,11 @@ class Diagnosis:
 
 def diagnose(settings: Settings) -> Diagnosis:
     """Every check, and the memory per key family."""
+    sentinels = check_sentinels(settings)
+    if sentinels is not None and not sentinels.ok:
+        return Diagnosis([sentinels, *check_flower(settings), *check_providers(settings)])
     redis_check, client = check_redis(settings)
-    found = Diagnosis([redis_check])
+    found = Diagnosis([redis_check] if sentinels is None else [sentinels, redis_check])
     if client is not None:
         found.checks += check_persistence(client)
         found.checks += check_workers(settings)

@@ -12,6 +12,7 @@ from voxqueue.broker_sweeps import sweep_turn_holder
 from voxqueue.doctor import Check
 from voxqueue.embedded_redis import data_dir, data_dir_holder
 from voxqueue.keys import Keys
+from voxqueue.redis_conn import connect
 from voxqueue.settings import Settings
 
 
@@ -64,8 +65,7 @@ def check_housekeeping(client: redis.Redis, settings: Settings) -> Check:
 def durability_checks(settings: Settings) -> list[Check]:
     """Every check of this module (those of Redis only when it answers)."""
     out = [check_data_dir(settings), check_crash_points(settings)]
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2,
-                                  socket_timeout=3)
+    client = connect(settings, patient=False)
     try:
         client.ping()
     except redis.RedisError:

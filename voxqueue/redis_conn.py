@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 from urllib.parse import quote, unquote, urlsplit
 
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import AuthenticationError, AuthorizationError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
@@ -100,6 +100,58 @@ class SentinelAddress:
                 "socket_connect_timeout": 2}
 
 
+@dataclass
+class SentinelView:
+    """What the sentinels say about the primary (``voxqueue doctor``)."""
+
+    answered: list[str]
+    """The sentinels that answered, ``host:port``."""
+    primary: str | None = None
+    replicas: list[str] | None = None
+    quorum: str = ""
+    """``SENTINEL CKQUORUM``'s answer: whether they can agree on a failover."""
+    problem: str = ""
+    """One line saying what is wrong, or ""."""
+
+
+def look_through(address: SentinelAddress) -> SentinelView:
+    """Ask the sentinels where the primary is, its replicas, and whether they have a quorum."""
+    view = SentinelView(answered=[])
+    unknown: list[str] = []
+    for host, port in address.sentinels:
+        one = redis.Redis(host=host, port=port, decode_responses=True,
+                          **address.sentinel_kwargs())
+        try:
+            where: Any = one.execute_command("SENTINEL", "get-master-addr-by-name",
+                                             address.master)
+            view.answered.append(f"{host}:{port}")
+            if where is None:
+                unknown.append(f"{host}:{port}")
+                continue
+            if view.primary is None:
+                view.primary = f"{where[0]}:{where[1]}"
+                replicas: Any = one.sentinel_slaves(address.master)
+                view.replicas = [f"{r['ip']}:{r['port']}" for r in replicas
+                                 if not r.get("is_odown") and not r.get("is_sdown")]
+                try:
+                    view.quorum = str(one.execute_command("SENTINEL", "ckquorum",
+                                                          address.master))
+                except redis.ResponseError as exc:
+                    view.quorum = str(exc)
+                    view.problem = f"the sentinels cannot fail over: {exc}"
+        except redis.RedisError:
+            continue
+        finally:
+            one.close()
+    if not view.answered:
+        view.problem = (f"no sentinel answered at "
+                        f"{', '.join(f'{h}:{p}' for h, p in address.sentinels)}")
+    elif view.primary is None:
+        view.problem = (f"the sentinels at {', '.join(unknown)} know no primary named "
+                        f"{address.master!r} (VOXQUEUE_REDIS_MASTER)")
+    return view
+
+
 def is_sentinel(url: str) -> bool:
     return url.startswith("sentinel://")
 
@@ -140,13 +192,15 @@ def sentinel_address(settings: Settings) -> SentinelAddress | None:
                            sentinel_password.get_secret_value() if sentinel_password else None)
 
 
-def connect(settings: Settings, *, decode: bool = False) -> Primary:
+def connect(settings: Settings, *, decode: bool = False, patient: bool = True,
+            **overrides: Any) -> Primary:
     """A client with timeouts and keep-alive that rides out a Redis restart or a failover.
 
     Every command is retried on connection errors and timeouts with exponential backoff, so a
     stage or a client in the middle of a turn waits for Redis to come back instead of failing.
     With Sentinel, every new connection asks the sentinels where the primary is, so the retries
-    follow a failover.
+    follow a failover. ``patient=False``: one try with short timeouts (a check's client);
+    ``overrides``: other options of the client.
     """
     options: dict[str, Any] = {
         "decode_responses": decode,
@@ -158,10 +212,13 @@ def connect(settings: Settings, *, decode: bool = False) -> Primary:
                                 RECONNECT_ATTEMPTS),
         "retry_on_error": [redis.ConnectionError, redis.TimeoutError],
     }
+    if not patient:
+        options.update(socket_timeout=3, retry=Retry(NoBackoff(), 0), retry_on_error=[])
+    options.update(overrides)
     address = sentinel_address(settings)
     client: Primary
     if address is None:
-        client = Primary.from_url(settings.redis_url, **options)
+        client = cast(Primary, Primary.from_url(settings.redis_url, **options))
     else:
         sentinel = Sentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
                             **address.primary_kwargs())

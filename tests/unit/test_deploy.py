@@ -19,6 +19,7 @@ from voxqueue.process_table import (
     FLOWER_NO_EVENTS_ASK,
     HEARTBEAT_S,
 )
+from voxqueue.redis_conn import sentinel_address
 from voxqueue.settings import QUEUES, Settings
 
 DEPLOY = ROOT / "deploy"
@@ -322,3 +323,31 @@ def test_no_device_in_compose_kubernetes_or_the_edge_image_holds_the_redis_passw
         for container in dep["spec"]["template"]["spec"]["containers"]:
             if container["command"][:2] in (["voxqueue", c] for c in DEVICE_COMMANDS):
                 assert "VOXQUEUE_REDIS_URL" not in {e["name"] for e in container["env"]}
+
+
+def test_compose_sentinel_override_points_every_process_at_the_sentinels():
+    base = compose()
+    sentinel = yaml.safe_load((DEPLOY / "docker-compose.sentinel.yml").read_text())
+    uses_redis = {name for name, service in base["services"].items()
+                  if "VOXQUEUE_REDIS_URL" in (service.get("environment") or {})}
+    assert uses_redis and uses_redis <= set(sentinel["services"]), \
+        "every process that reaches Redis follows the sentinels"
+    sentinels = [n for n in sentinel["services"] if n.startswith("sentinel-")]
+    assert len(sentinels) == 3
+    for name in uses_redis:
+        env = sentinel["services"][name]["environment"]
+        url = env["VOXQUEUE_REDIS_URL"].replace("${REDIS_PASSWORD:?set REDIS_PASSWORD}", "pw")
+        settings = Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
+                            redis_master=env["VOXQUEUE_REDIS_MASTER"])
+        address = sentinel_address(settings)
+        assert address is not None and address.password == "pw"
+        assert sorted(h for h, _ in address.sentinels) == sorted(sentinels)
+    script = " ".join(sentinel["services"]["sentinel-1"]["entrypoint"])
+    master = sentinel["services"]["worker-agent"]["environment"]["VOXQUEUE_REDIS_MASTER"]
+    assert f"sentinel monitor {master} redis 6379 2" in script  # two of three agree
+    assert "auth-pass" in script
+    replica = " ".join(sentinel["services"]["redis-replica"]["entrypoint"])
+    assert "replicaof redis 6379" in replica and "masterauth" in replica
+    assert "masterauth" in " ".join(sentinel["services"]["redis"]["entrypoint"]), \
+        "the old primary follows the new one when it comes back"
+    assert "--appendfsync" in sentinel["services"]["redis-replica"]["command"]

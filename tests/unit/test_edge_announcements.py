@@ -13,6 +13,7 @@ import redis
 from edge.announcements import Announcement, AnnouncementListener, RedisFeed
 from edge.link import Backoff, Link
 from tests.conftest import RedisServer
+from voxqueue.settings import Settings
 
 STREAM = "vq:device:porch:announce"
 
@@ -25,7 +26,8 @@ class Heard:
         self.link_events: list[str] = []
         link = Link("redis", lambda _n, _r: self.link_events.append("down"),
                     lambda _n: self.link_events.append("up"))
-        self.listener = AnnouncementListener(RedisFeed(server.url, STREAM, block_ms=200), link,
+        settings = Settings(_env_file=None, redis_url=server.url)  # type: ignore[call-arg]
+        self.listener = AnnouncementListener(RedisFeed(settings, STREAM, block_ms=200), link,
                                              self.items.append, block_ms=200)
         # A long first delay: what is announced during it must be read after it.
         self.listener.backoff = Backoff(first_s=1.5, max_s=1.5)

@@ -1,0 +1,71 @@
+"""``voxqueue doctor`` and the start of a process with a Redis behind real sentinels: what they
+see (primary, replicas, sentinels, quorum), and one clear line for each way the address can be
+wrong (no master name, a master the sentinels do not know, no sentinel answering)."""
+
+from __future__ import annotations
+
+import pytest
+
+from testkit.sentinel import MASTER, SentinelSet
+from testkit.system import free_port
+from voxqueue.celery_config import celery_config
+from voxqueue.doctor import check_sentinels, diagnose
+from voxqueue.redis_conn import RedisAddressError, connect, sentinel_address
+from voxqueue.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def sentinels():
+    found = SentinelSet()
+    yield found
+    found.stop()
+
+
+def settings(url: str, master: str | None = MASTER) -> Settings:
+    return Settings(_env_file=None, redis_url=url, redis_master=master)  # type: ignore[call-arg]
+
+
+def test_doctor_shows_the_primary_its_replica_and_the_sentinels(sentinels):
+    check = check_sentinels(settings(sentinels.url))
+    assert check is not None and check.ok, check
+    assert f"primary 127.0.0.1:{sentinels.primary().port}" in check.detail
+    replica = next(p for p in sentinels.servers if p != sentinels.primary().port)
+    assert f"replicas 127.0.0.1:{replica}" in check.detail
+    assert all(f"127.0.0.1:{s.port}" in check.detail for s in sentinels.sentinels)
+    found = diagnose(settings(sentinels.url))
+    assert [c.name for c in found.checks][:2] == ["redis sentinels", "redis"]
+    assert found.checks[1].ok, found.checks[1]
+
+
+def test_a_client_writes_to_the_primary_and_reads_what_it_wrote(sentinels):
+    r = connect(settings(sentinels.url))
+    r.set("doctor:probe", "here")
+    assert r.get("doctor:probe") == b"here"
+    assert r.replicas_to_wait == 1  # a replica to fail over to: durable writes wait for it
+
+
+def test_a_master_the_sentinels_do_not_know_is_named(sentinels):
+    check = check_sentinels(settings(sentinels.url, master="nosuch"))
+    assert check is not None and not check.ok
+    assert "know no primary named 'nosuch'" in check.detail
+    assert "VOXQUEUE_REDIS_MASTER" in check.detail
+
+
+def test_no_sentinel_answering_is_said_with_their_addresses():
+    ports = [free_port(), free_port()]
+    url = ";".join(f"sentinel://127.0.0.1:{p}" for p in ports) + "/0"
+    check = check_sentinels(settings(url))
+    assert check is not None and not check.ok
+    assert check.detail == f"no sentinel answered at 127.0.0.1:{ports[0]}, 127.0.0.1:{ports[1]}"
+
+
+def test_a_sentinel_url_without_a_master_name_stops_the_start_in_one_line():
+    bare = settings("sentinel://127.0.0.1:26379/0", master=None)
+    with pytest.raises(RedisAddressError, match="VOXQUEUE_REDIS_MASTER is not set"):
+        celery_config(bare)
+    with pytest.raises(RedisAddressError, match="not a sentinel address"):
+        sentinel_address(settings("sentinel://127.0.0.1:26379;redis://127.0.0.1:6379/0"))
+    check = check_sentinels(bare)
+    assert check is not None and not check.ok and "VOXQUEUE_REDIS_MASTER" in check.detail
