@@ -58,6 +58,7 @@ from voxqueue.broker_sweeps import (
 )
 from voxqueue.broker_take import ring_commands, take_any_command, taken, wait_command
 from voxqueue.dead_letters import bury
+from voxqueue.redis_conn import ReplicaWait
 
 __all__ = ["INFLIGHT_INDEX", "TAKEOVER_S", "TAKE_WAIT_S", "Channel", "QoS", "Transport",
            "hold_sweep_turn_in", "inflight_key", "sweep"]
@@ -130,6 +131,8 @@ class Channel(SweepingChannel):
         super().__init__(*args, **kwargs)
         if self.global_keyprefix:
             raise ValueError(NO_KEYPREFIX)
+        self._replica_wait = (ReplicaWait(int(self.replicas_to_wait), int(self.replica_wait_ms))
+                              if self.replicas_to_wait else None)
         self.take_wait_s = min(TAKE_WAIT_S, self.lease_s / 2)
 
     # -- one client per pool ----------------------------------------------------------------
@@ -156,12 +159,12 @@ class Channel(SweepingChannel):
         """kombu's push, and the ring of its list's doorbell (see ``voxqueue.broker_take``)."""
         key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
         batch = kwargs.get("_publish_batch")
-        replicas = int(self.replicas_to_wait or 0)
+        replicas = self._replica_wait.wanted() if self._replica_wait is not None else 0
         if batch is not None:
             super()._put(queue, message, **kwargs)
             for name, *args in ring_commands(key):
                 batch.add(name, *args)
-            if replicas:
+            if replicas:  # (its answer is not read: the batch's replies are kombu's)
                 batch.add("execute_command", "WAIT", replicas, self.replica_wait_ms)
             return
         with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
@@ -174,10 +177,8 @@ class Channel(SweepingChannel):
             if replicas:  # on a replica before the publish returns: a failover keeps the job
                 pipe.execute_command("WAIT", replicas, self.replica_wait_ms)
             replies = pipe.execute()
-            if replicas and int(replies[-1]) < replicas:
-                log.warning("a job published to %s is on %s of %s replicas after %s ms: a "
-                            "failover now could lose it", queue, replies[-1], replicas,
-                            self.replica_wait_ms)
+            if replicas and self._replica_wait is not None:
+                self._replica_wait.acked(replies[-1], f"a job published to {queue}")
 
     # -- taking a message without a gap ---------------------------------------------------------
     def _brpop_start(self, timeout: Any = None) -> None:

@@ -11,16 +11,14 @@ job gets an attempt number; only the newest may write.
 
 from __future__ import annotations
 
-import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.exceptions import NoScriptError
 
 from voxqueue.redis_conn import durable
-
-log = logging.getLogger("voxqueue.effects")
 
 # KEYS[1] marker (or ""), KEYS[2] fence (or ""), KEYS[3] unless (or ""), KEYS[4..] the commands'
 # keys.
@@ -119,18 +117,26 @@ class Once:
                            self.ttl_s, fence.attempt if fence else 0, self._count, *self._argv,
                            token]
         script = self.r.register_script(_ONCE)  # SHA: ~2 µs
-        replicas, wait_ms = durable(self.r)
+        wait = durable(self.r)
+        replicas = wait.wanted() if wait is not None else 0
         result: Any
         if not replicas:
             result = script(keys=keys, args=argv)
         else:  # on the replicas before anyone acts on it: a failover keeps it
-            with self.r.pipeline(transaction=False) as pipe:
-                script(keys=keys, args=argv, client=pipe)
-                pipe.execute_command("WAIT", replicas, wait_ms)
-                result, acked = pipe.execute()
-            if int(acked) < replicas:
-                log.warning("a once-write is on %s of %s replicas after %s ms: a failover now "
-                            "could undo it", acked, replicas, wait_ms)
+            assert wait is not None
+            for load in (False, True):
+                if load:  # a new primary's script cache is empty (and its retry skipped it)
+                    self.r.script_load(_ONCE)
+                try:
+                    with self.r.pipeline(transaction=False) as pipe:
+                        script(keys=keys, args=argv, client=pipe)
+                        pipe.execute_command("WAIT", replicas, wait.wait_ms)
+                        result, acked = pipe.execute()
+                    break
+                except NoScriptError:  # nothing was written: the script did not run
+                    if load:
+                        raise
+            wait.acked(acked, "a once-write")
         status = int(result[0])
         if status == -1:
             raise Fenced(f"a newer attempt than {fence.attempt if fence else '?'} owns this job")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -18,6 +20,8 @@ from redis.sentinel import Sentinel
 from voxqueue.settings import Settings
 
 T = TypeVar("T")
+
+log = logging.getLogger("voxqueue.redis")
 
 #: How long a command keeps retrying while Redis is unreachable (a restart takes a second or
 #: two): attempts with exponential backoff and jitter, 0.05 s doubling up to 1 s, about 8 s.
@@ -47,11 +51,61 @@ def _not_refused(error: Exception) -> bool:
     return not isinstance(error, AuthenticationError | AuthorizationError)
 
 
+#: Seconds a process stops waiting for replicas after a wait that found too few: with no
+#: replica in sync there is nothing a failover could promote, so nothing to wait for, and each
+#: wait would cost its whole timeout (while a replica restarts and syncs, say).
+REPLICA_RECHECK_S = 1.0
+
+
+class ReplicaWait:
+    """How many replicas a durable write waits for (Redis ``WAIT``) and how long at most;
+    none for a second after a wait that found too few (see :data:`REPLICA_RECHECK_S`)."""
+
+    def __init__(self, replicas: int, wait_ms: int) -> None:
+        self.replicas, self.wait_ms = replicas, wait_ms
+        self._skip_until = 0.0
+
+    def wanted(self) -> int:
+        """The replicas to wait for now (0: write without waiting)."""
+        return self.replicas if time.monotonic() >= self._skip_until else 0
+
+    def acked(self, replicas: Any, what: str) -> None:
+        """Note a wait's answer; too few replicas is logged, and waits pause for a second."""
+        if int(replicas) >= self.replicas:
+            return
+        self._skip_until = time.monotonic() + REPLICA_RECHECK_S
+        log.warning("%s is on %s of %s replicas after %s ms: writes go on without waiting for "
+                    "%.0f s (a failover now could undo them)", what, replicas, self.replicas,
+                    self.wait_ms, REPLICA_RECHECK_S)
+
+
 class Primary(redis.Redis):
     """A client of the primary, knowing how many replicas a durable write waits for."""
 
-    replicas_to_wait: int = 0
-    replica_wait_ms: int = 0
+    replica_wait: ReplicaWait | None = None
+
+
+def durable(r: Any) -> ReplicaWait | None:
+    """What a durable write through ``r`` waits for (``None``: not a :class:`Primary`, or no
+    replica to wait for)."""
+    wait = getattr(r, "replica_wait", None)
+    return wait if isinstance(wait, ReplicaWait) and wait.replicas else None
+
+
+def confirm_replicated(r: Any, what: str) -> None:
+    """Wait until what this process wrote through ``r`` before now is on the replicas.
+
+    ``WAIT`` counts the writes of its own connection, so a write that follows the others in
+    the replication stream is sent first (a ``PUBLISH`` to a channel nobody listens to): a
+    replica that has it has everything before it.
+    """
+    wait = durable(r)
+    if wait is None or not (replicas := wait.wanted()):
+        return
+    with r.pipeline(transaction=False) as pipe:
+        pipe.publish("voxqueue:replicated", b"")
+        pipe.execute_command("WAIT", replicas, wait.wait_ms)
+        wait.acked(pipe.execute()[-1], what)
 
 
 def replicas_to_wait(settings: Settings) -> int:
@@ -60,11 +114,6 @@ def replicas_to_wait(settings: Settings) -> int:
     if settings.redis_wait_replicas is not None:
         return settings.redis_wait_replicas
     return 1 if is_sentinel(settings.redis_url) else 0
-
-
-def durable(r: redis.Redis) -> tuple[int, int]:
-    """The replicas a durable write through ``r`` waits for, and for how long at most."""
-    return getattr(r, "replicas_to_wait", 0), getattr(r, "replica_wait_ms", 0)
 
 
 class RedisAddressError(ValueError):
@@ -223,8 +272,7 @@ def connect(settings: Settings, *, decode: bool = False, patient: bool = True,
         sentinel = Sentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
                             **address.primary_kwargs())
         client = sentinel.master_for(address.master, redis_class=Primary, **options)
-    client.replicas_to_wait = replicas_to_wait(settings)
-    client.replica_wait_ms = settings.redis_wait_ms
+    client.replica_wait = ReplicaWait(replicas_to_wait(settings), settings.redis_wait_ms)
     return client
 
 

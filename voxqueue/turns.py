@@ -19,6 +19,7 @@ from voxqueue.budgets import SPEAK_CHARS, charged_device
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.effects import Fence, Fenced, Once
 from voxqueue.keys import Keys
+from voxqueue.redis_conn import confirm_replicated
 
 #: Longest sleep of the housekeeping loop (``workers/housekeeping/loop.py``), which ends overdue
 #: turns: a turn due sooner than this wakes it as it begins.
@@ -140,6 +141,9 @@ class TurnStore:
         pipe.zremrangebyrank(k.sessions(), 0, -SESSION_INDEX_MAX - 1)
         pipe.expire(k.sessions(), self.session_ttl_s)
         pipe.execute()
+        # On the replicas before its first job is sent: a publish retried on a new primary
+        # after a failover must find its turn there.
+        confirm_replicated(self.r, "a new turn")
 
     def spec(self, turn_id: str) -> TurnSpec:
         raw: Any = self.r.hget(self.keys.turn(turn_id), "spec")

@@ -43,7 +43,7 @@ def test_a_client_writes_to_the_primary_and_reads_what_it_wrote(sentinels):
     r = connect(settings(sentinels.url))
     r.set("doctor:probe", "here")
     assert r.get("doctor:probe") == b"here"
-    assert r.replicas_to_wait == 1  # a replica to fail over to: durable writes wait for it
+    assert r.replica_wait is not None and r.replica_wait.replicas == 1  # durable writes wait
 
 
 def test_a_master_the_sentinels_do_not_know_is_named(sentinels):

@@ -44,5 +44,5 @@ def test_failover_and_back_under_turns(tmp_path, reliability_case):
 @pytest.mark.parametrize("layout", ["per-queue", "default"])
 def test_failovers_back_and_forth_long(layout, tmp_path, reliability_case):
     plan = Plan(seed=chosen_seed(), layout=layout, sessions=8, turns=30, kills=0,
-                mean_gap_s=4.0, failovers=8, deadline_s=60.0)
+                mean_gap_s=2.0, failovers=6, deadline_s=60.0)
     failover(plan, tmp_path, reliability_case)

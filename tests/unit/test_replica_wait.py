@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 
 import pytest
 import redis
 from kombu import Connection
 
 from testkit.system import RedisServer
+from voxqueue.contracts import TurnSpec
 from voxqueue.effects import Once
+from voxqueue.keys import Keys
 from voxqueue.redis_conn import connect, replicas_to_wait
 from voxqueue.settings import Settings
+from voxqueue.turns import TurnStore
 
 
 @pytest.fixture(scope="module")
@@ -60,11 +64,11 @@ def test_with_no_replica_a_once_write_goes_on_unconfirmed_and_says_so(caplog):
     lonely.start()
     try:
         r = connect(settings(lonely.url, redis_wait_replicas=1, redis_wait_ms=50))
-        with caplog.at_level(logging.WARNING, logger="voxqueue.effects"):
+        with caplog.at_level(logging.WARNING, logger="voxqueue.redis"):
             done = Once(r, marker="m").call("SET", "k", "v").run()
         assert done is not None
         assert r.get("k") == b"v"
-        assert "on 0 of 1 replicas" in caplog.text
+        assert "a once-write is on 0 of 1 replicas" in caplog.text
     finally:
         lonely.stop()
 
@@ -87,3 +91,38 @@ def replica_get(replica: RedisServer, key: str) -> bytes | None:
 
 def replica_llen(replica: RedisServer, key: str) -> int:
     return int(redis.Redis(port=replica.port).llen(key))
+
+
+def test_after_a_wait_that_found_too_few_replicas_writes_stop_waiting_for_a_while(caplog):
+    lonely = RedisServer()
+    lonely.start()
+    try:
+        r = connect(settings(lonely.url, redis_wait_replicas=1, redis_wait_ms=50))
+        assert r.replica_wait is not None and r.replica_wait.wanted() == 1
+        with caplog.at_level(logging.WARNING, logger="voxqueue.redis"):
+            for n in range(5):
+                Once(r, marker=f"m:{n}").call("SET", f"k:{n}", "v").run()
+        assert r.replica_wait.wanted() == 0, "no replica in sync: nothing to wait for"
+        assert caplog.text.count("replicas after 50 ms") == 1, caplog.text
+    finally:
+        lonely.stop()
+
+
+def test_a_new_turn_is_on_the_replica_before_its_first_job_is_sent(pair):
+    primary, replica = pair
+    r = connect(settings(primary.url, redis_wait_replicas=1))
+    store = TurnStore(r, Keys("wait"), ttl_s=600)
+    for n in range(10):
+        spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id=f"s{n}", input="text", text="hi",
+                        created_at=time.time(), deadline=time.time() + 30)
+        store.create(spec)
+        # The primary's own record of what the replica acknowledged (replicas report it once
+        # a second unless a WAIT asks): it covers the turn when create returns.
+        info = redis.Redis(port=primary.port).info("replication")
+        assert info["slave0"]["offset"] >= info["master_repl_offset"] - probe_bytes(), info
+        assert redis.Redis(port=replica.port).hget(Keys("wait").turn(spec.turn_id), "spec")
+
+
+def probe_bytes() -> int:
+    """What may follow the turn in the replication stream: the probe PUBLISH."""
+    return 64
