@@ -159,13 +159,13 @@ class Channel(SweepingChannel):
         """kombu's push, and the ring of its list's doorbell (see ``voxqueue.broker_take``)."""
         key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
         batch = kwargs.get("_publish_batch")
-        replicas = self._replica_wait.wanted() if self._replica_wait is not None else 0
+        wait = self._replica_wait
         if batch is not None:
             super()._put(queue, message, **kwargs)
             for name, *args in ring_commands(key):
                 batch.add(name, *args)
-            if replicas:  # (its answer is not read: the batch's replies are kombu's)
-                batch.add("execute_command", "WAIT", replicas, self.replica_wait_ms)
+            if wait is not None:  # (its answer is not read: the batch's replies are kombu's)
+                batch.add("execute_command", "WAIT", wait.replicas, wait.timeout_ms())
             return
         with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
             pipe.lpush(key, dumps(message))
@@ -174,11 +174,11 @@ class Channel(SweepingChannel):
                     pipe.pexpire(self._q_for_pri(queue, p), self._expires[queue])
             for name, *args in ring_commands(key):
                 getattr(pipe, name)(*args)
-            if replicas:  # on a replica before the publish returns: a failover keeps the job
-                pipe.execute_command("WAIT", replicas, self.replica_wait_ms)
+            if wait is not None:  # on a replica before the publish returns: a failover keeps it
+                pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms())
             replies = pipe.execute()
-            if replicas and self._replica_wait is not None:
-                self._replica_wait.acked(replies[-1], f"a job published to {queue}")
+            if wait is not None:
+                wait.acked(replies[-1], f"a job published to {queue}")
 
     # -- taking a message without a gap ---------------------------------------------------------
     def _brpop_start(self, timeout: Any = None) -> None:

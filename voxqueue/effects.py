@@ -118,19 +118,17 @@ class Once:
                            token]
         script = self.r.register_script(_ONCE)  # SHA: ~2 µs
         wait = durable(self.r)
-        replicas = wait.wanted() if wait is not None else 0
         result: Any
-        if not replicas:
+        if wait is None:
             result = script(keys=keys, args=argv)
         else:  # on the replicas before anyone acts on it: a failover keeps it
-            assert wait is not None
             for load in (False, True):
                 if load:  # a new primary's script cache is empty (and its retry skipped it)
                     self.r.script_load(_ONCE)
                 try:
                     with self.r.pipeline(transaction=False) as pipe:
                         script(keys=keys, args=argv, client=pipe)
-                        pipe.execute_command("WAIT", replicas, wait.wait_ms)
+                        pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms())
                         result, acked = pipe.execute()
                     break
                 except NoScriptError:  # nothing was written: the script did not run

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -51,32 +50,36 @@ def _not_refused(error: Exception) -> bool:
     return not isinstance(error, AuthenticationError | AuthorizationError)
 
 
-#: Seconds a process stops waiting for replicas after a wait that found too few: with no
-#: replica in sync there is nothing a failover could promote, so nothing to wait for, and each
-#: wait would cost its whole timeout (while a replica restarts and syncs, say).
-REPLICA_RECHECK_S = 1.0
+#: After a wait that found too few replicas, a process waits at most this many milliseconds
+#: (instead of ``VOXQUEUE_REDIS_WAIT_MS``) until a wait finds them again: with no replica in
+#: sync there is nothing a failover could promote, and a full wait per write (while a replica
+#: restarts and syncs, say) would stall every turn; a replica back in sync answers within it.
+SHORT_WAIT_MS = 10
 
 
 class ReplicaWait:
-    """How many replicas a durable write waits for (Redis ``WAIT``) and how long at most;
-    none for a second after a wait that found too few (see :data:`REPLICA_RECHECK_S`)."""
+    """How many replicas a durable write waits for (Redis ``WAIT``) and how long at most: the
+    configured time, or :data:`SHORT_WAIT_MS` while the last wait found too few."""
 
     def __init__(self, replicas: int, wait_ms: int) -> None:
         self.replicas, self.wait_ms = replicas, wait_ms
-        self._skip_until = 0.0
+        self._short = False
 
-    def wanted(self) -> int:
-        """The replicas to wait for now (0: write without waiting)."""
-        return self.replicas if time.monotonic() >= self._skip_until else 0
+    def timeout_ms(self) -> int:
+        """How long the next wait may take."""
+        return min(SHORT_WAIT_MS, self.wait_ms) if self._short else self.wait_ms
 
     def acked(self, replicas: Any, what: str) -> None:
-        """Note a wait's answer; too few replicas is logged, and waits pause for a second."""
-        if int(replicas) >= self.replicas:
-            return
-        self._skip_until = time.monotonic() + REPLICA_RECHECK_S
-        log.warning("%s is on %s of %s replicas after %s ms: writes go on without waiting for "
-                    "%.0f s (a failover now could undo them)", what, replicas, self.replicas,
-                    self.wait_ms, REPLICA_RECHECK_S)
+        """Note a wait's answer: too few replicas is logged once, and shortens the waits until
+        a wait finds them again."""
+        enough = int(replicas) >= self.replicas
+        if not enough and not self._short:
+            log.warning("%s is on %s of %s replicas after %s ms: a failover now could undo it; "
+                        "writes wait at most %s ms until a replica answers again", what,
+                        replicas, self.replicas, self.wait_ms, SHORT_WAIT_MS)
+        elif enough and self._short:
+            log.info("%s is on the replicas again: writes wait for them again", what)
+        self._short = not enough
 
 
 class Primary(redis.Redis):
@@ -100,11 +103,11 @@ def confirm_replicated(r: Any, what: str) -> None:
     replica that has it has everything before it.
     """
     wait = durable(r)
-    if wait is None or not (replicas := wait.wanted()):
+    if wait is None:
         return
     with r.pipeline(transaction=False) as pipe:
         pipe.publish("voxqueue:replicated", b"")
-        pipe.execute_command("WAIT", replicas, wait.wait_ms)
+        pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms())
         wait.acked(pipe.execute()[-1], what)
 
 

@@ -8,6 +8,10 @@ single replica; Flower and the exporter. Secrets come from the Secret ``voxqueue
 (keys: redis-url, redis-password, openai-api-key, elevenlabs-api-key, flower-basic-auth) as
 environment variables, never in a command line; a provider key goes only to the workers of the
 queues that call that provider (``PROVIDER_KEYS``).
+
+A Redis that fails over (docs/failover.md): a ``sentinel://`` redis-url, with the optional keys
+redis-master (its master set name) and redis-sentinel-password; KEDA's triggers then take its
+``redis-sentinel`` scaler (``sentinelMaster``, ``addresses``) in place of ``redis``.
 """
 
 from __future__ import annotations
@@ -55,9 +59,13 @@ def secret(name: str, key: str, optional: bool = False) -> dict[str, Any]:
 
 
 def env() -> list[dict[str, Any]]:
-    """What every pod gets: the Redis URL (with its password) and the soft shutdown signal."""
+    """What every pod gets: the Redis URL (with its password; with Sentinel, the master's name
+    and the sentinels' password) and the soft shutdown signal."""
     return [
         secret("VOXQUEUE_REDIS_URL", "redis-url"),
+        # With a sentinel:// URL (docs/failover.md); absent from the Secret otherwise.
+        secret("VOXQUEUE_REDIS_MASTER", "redis-master", optional=True),
+        secret("VOXQUEUE_REDIS_SENTINEL_PASSWORD", "redis-sentinel-password", optional=True),
         {"name": "REMAP_SIGTERM", "value": "SIGQUIT"},
     ]
 

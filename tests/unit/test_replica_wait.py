@@ -16,7 +16,7 @@ from testkit.system import RedisServer
 from voxqueue.contracts import TurnSpec
 from voxqueue.effects import Once
 from voxqueue.keys import Keys
-from voxqueue.redis_conn import connect, replicas_to_wait
+from voxqueue.redis_conn import SHORT_WAIT_MS, connect, replicas_to_wait
 from voxqueue.settings import Settings
 from voxqueue.turns import TurnStore
 
@@ -93,17 +93,21 @@ def replica_llen(replica: RedisServer, key: str) -> int:
     return int(redis.Redis(port=replica.port).llen(key))
 
 
-def test_after_a_wait_that_found_too_few_replicas_writes_stop_waiting_for_a_while(caplog):
+def test_after_a_wait_that_found_too_few_replicas_writes_wait_briefly_until_one_is_back(
+        caplog):
     lonely = RedisServer()
     lonely.start()
     try:
-        r = connect(settings(lonely.url, redis_wait_replicas=1, redis_wait_ms=50))
-        assert r.replica_wait is not None and r.replica_wait.wanted() == 1
+        r = connect(settings(lonely.url, redis_wait_replicas=1, redis_wait_ms=5000))
+        wait = r.replica_wait
+        assert wait is not None and wait.timeout_ms() == 5000
         with caplog.at_level(logging.WARNING, logger="voxqueue.redis"):
             for n in range(5):
                 Once(r, marker=f"m:{n}").call("SET", f"k:{n}", "v").run()
-        assert r.replica_wait.wanted() == 0, "no replica in sync: nothing to wait for"
-        assert caplog.text.count("replicas after 50 ms") == 1, caplog.text
+        assert wait.timeout_ms() == SHORT_WAIT_MS, "no replica: nothing to wait long for"
+        assert caplog.text.count("replicas after 5000 ms") == 1, caplog.text
+        wait.acked(1, "a write")  # a replica answers again
+        assert wait.timeout_ms() == 5000
     finally:
         lonely.stop()
 

@@ -1,16 +1,21 @@
-"""``voxqueue doctor`` and the start of a process with a Redis behind real sentinels: what they
-see (primary, replicas, sentinels, quorum), and one clear line for each way the address can be
-wrong (no master name, a master the sentinels do not know, no sentinel answering)."""
+"""A Redis behind real sentinels: the clients (blocking and asyncio, as the gateway's) reach the
+primary and follow it to the replica the sentinels promote; ``voxqueue doctor`` and the start
+of a process say what the sentinels see (primary, replicas, sentinels, quorum), and one clear
+line for each way the address can be wrong (no master name, a master the sentinels do not
+know, no sentinel answering). Turns through a failover: test_redis_failover.py."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+import redis
 
 from testkit.sentinel import MASTER, SentinelSet
 from testkit.system import free_port
 from voxqueue.celery_config import celery_config
 from voxqueue.doctor import check_sentinels, diagnose
-from voxqueue.redis_conn import RedisAddressError, connect, sentinel_address
+from voxqueue.redis_conn import RedisAddressError, connect, connect_async, sentinel_address
 from voxqueue.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -44,6 +49,25 @@ def test_a_client_writes_to_the_primary_and_reads_what_it_wrote(sentinels):
     r.set("doctor:probe", "here")
     assert r.get("doctor:probe") == b"here"
     assert r.replica_wait is not None and r.replica_wait.replicas == 1  # durable writes wait
+
+
+def test_the_gateways_asyncio_client_follows_the_primary_through_a_failover(sentinels):
+    async def write_and_read(n: int) -> bytes | None:
+        r = connect_async(settings(sentinels.url), max_connections=4, timeout=5)
+        try:
+            await r.set("gateway:probe", f"write {n}")
+            return await r.get("gateway:probe")
+        finally:
+            await r.aclose()
+
+    assert asyncio.run(write_and_read(1)) == b"write 1"
+    old = sentinels.primary().port
+    sentinels.kill_primary()
+    promoted = sentinels.wait_failover()
+    assert promoted.port != old
+    assert asyncio.run(write_and_read(2)) == b"write 2"
+    assert redis.Redis(port=promoted.port).get("gateway:probe") == b"write 2"
+    sentinels.restart_killed()  # back as a replica for the tests after this one
 
 
 def test_a_master_the_sentinels_do_not_know_is_named(sentinels):
