@@ -8,6 +8,7 @@ whoever notices the end first (a stage, the deadline sweeper, a client giving up
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -35,10 +36,16 @@ SESSION_INDEX_MAX = 100_000
 # KEYS: the events stream, the ended flag, the fence ("" for none), the cancel flag ("" to
 # write even when cancelled), the turn hash (only for audio, see below).
 # ARGV: the fence's attempt, the stream's cap, the number of entries, then per entry the count
-# of its field/value arguments and those. With the turn hash, two more: a sentence's seq and
+# of its field/value arguments and those. With the turn hash, three more: a sentence's seq and
 # where its audio now ends (bytes): the turn records how far the listener's audio goes, and
-# when the turn's first audio went out (Redis's clock), for ``TurnStore.audio_ahead``.
+# when the turn's first audio went out (Redis's clock), for ``TurnStore.audio_ahead``; and a
+# token of the call, so the same call sent again (a retry after a lost reply) writes nothing.
 _EMIT = """
+if KEYS[5] then
+  local i = 4
+  for _ = 1, tonumber(ARGV[3]) do i = i + 1 + tonumber(ARGV[i]) end
+  if redis.call('hsetnx', KEYS[5], 'emitted:' .. ARGV[i + 2], 1) == 0 then return 'again' end
+end
 if redis.call('exists', KEYS[2]) == 1 then return false end
 if KEYS[3] ~= '' and redis.call('get', KEYS[3]) ~= ARGV[1] then return -1 end
 if KEYS[4] and KEYS[4] ~= '' and redis.call('exists', KEYS[4]) == 1 then return -2 end
@@ -244,7 +251,9 @@ class TurnStore:
             keys.append(self.keys.cancel(turn_id) if stop_on_cancel else "")
         if audio_end is not None:
             keys.append(self.keys.turn(turn_id))
-            args += list(audio_end)
+            # A token of this call: sent again by the client's retry after a lost reply (a
+            # failover: the chunk may be on the new primary already), it is written once.
+            args += [*audio_end, uuid.uuid4().hex]
         return keys, args
 
     def once(self, turn_id: str, name: str, fence: Fence | None = None) -> Once:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from voxqueue.contracts import TurnSpec
+from voxqueue.contracts import TurnEvent, TurnSpec
 from voxqueue.keys import Keys
 from voxqueue.turns import TurnStore
 
@@ -64,3 +64,18 @@ def test_a_chunk_written_after_the_turn_was_cancelled_marks_nothing(store):
     store.cancel(turn)
     chunk(store, turn, 0, 0, SECOND)
     assert ahead(store, turn, 1) == 0.0
+
+
+def test_a_chunk_sent_again_by_a_retry_is_written_once(store):
+    """A failover can lose the reply of a chunk's write after the write reached the replica
+    that is promoted: the client's retry sends the same call again, which writes nothing."""
+    turn = new_turn(store)
+    event = TurnEvent(type="tts-chunk", turn_id=turn, data={"seq": 0, "offset": 0, "bytes": 4})
+    keys, args = store._emit_call(event, b"\x00" * 4, None, stop_on_cancel=True,
+                                  audio_end=(0, 4))
+    assert store.emitted(turn, store._emit(keys=keys, args=args)) == "emitted"
+    assert store.emitted(turn, store._emit(keys=keys, args=args)) == "emitted"  # the retry
+    chunks = [e for e in store.history(turn) if e.event.type == "tts-chunk"]
+    assert len(chunks) == 1
+    chunk(store, turn, 0, 4, 4)  # the next chunk: a call of its own
+    assert len([e for e in store.history(turn) if e.event.type == "tts-chunk"]) == 2
