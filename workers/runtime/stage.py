@@ -18,6 +18,7 @@ from celery import Task
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.contracts.jobs import _Job
 from voxqueue.effects import Fence, Fenced, Once, deliver_in
+from voxqueue.redis_conn import durable
 from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.crash import crash_point
 from workers.runtime.resources import Runtime
@@ -181,7 +182,13 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
         pipe.sismember(k.tts_done(job.turn_id), str(sentence))
         if sentence > 0:
             rt.store.audio_ahead_in(pipe, job.turn_id, sentence)
-    raw_spec, attempt, flags, done, *spoken = pipe.execute()
+    wait = durable(rt.redis)
+    if wait is not None:  # the attempt is the fence of every write: a failover must keep it
+        pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms())
+    replies = pipe.execute()
+    if wait is not None:
+        wait.acked(replies.pop(), "a job's delivery")
+    raw_spec, attempt, flags, done, *spoken = replies
     if raw_spec is None:
         log.warning("turn not found; dropping task", turn_id=job.turn_id, queue=queue)
         return None
