@@ -91,7 +91,11 @@ class RedisServer:
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None:
             self.proc.send_signal(sig)
-            self.proc.wait(10)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:  # (a replica may linger on its primary's link)
+                self.proc.kill()
+                self.proc.wait(10)
             self.proc = None
 
 

@@ -165,7 +165,7 @@ class Channel(SweepingChannel):
             for name, *args in ring_commands(key):
                 batch.add(name, *args)
             if wait is not None:  # (its answer is not read: the batch's replies are kombu's)
-                batch.add("execute_command", "WAIT", wait.replicas, wait.timeout_ms())
+                batch.add("execute_command", "WAIT", wait.replicas, wait.timeout_ms(self.client))
             return
         with self.conn_or_acquire() as client, client.pipeline(transaction=False) as pipe:
             pipe.lpush(key, dumps(message))
@@ -175,7 +175,7 @@ class Channel(SweepingChannel):
             for name, *args in ring_commands(key):
                 getattr(pipe, name)(*args)
             if wait is not None:  # on a replica before the publish returns: a failover keeps it
-                pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms())
+                pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms(client))
             replies = pipe.execute()
             if wait is not None:
                 wait.acked(replies[-1], f"a job published to {queue}")

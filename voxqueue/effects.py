@@ -128,7 +128,8 @@ class Once:
                 try:
                     with self.r.pipeline(transaction=False) as pipe:
                         script(keys=keys, args=argv, client=pipe)
-                        pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms())
+                        timeout_ms = wait.timeout_ms(self.r)
+                        pipe.execute_command("WAIT", wait.replicas, timeout_ms)
                         result, acked = pipe.execute()
                     break
                 except NoScriptError:  # nothing was written: the script did not run

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar, cast
@@ -51,35 +52,48 @@ def _not_refused(error: Exception) -> bool:
 
 
 #: After a wait that found too few replicas, a process waits at most this many milliseconds
-#: (instead of ``VOXQUEUE_REDIS_WAIT_MS``) until a wait finds them again: with no replica in
-#: sync there is nothing a failover could promote, and a full wait per write (while a replica
-#: restarts and syncs, say) would stall every turn; a replica back in sync answers within it.
+#: (instead of ``VOXQUEUE_REDIS_WAIT_MS``) until the primary has the replicas in sync again:
+#: with none there is nothing a failover could promote, and a full wait per write (while a
+#: replica restarts and syncs, say) would stall every turn.
 SHORT_WAIT_MS = 10
+#: How often, while waits are short, the primary is asked whether its replicas are back.
+RECHECK_S = 0.25
 
 
 class ReplicaWait:
     """How many replicas a durable write waits for (Redis ``WAIT``) and how long at most: the
-    configured time, or :data:`SHORT_WAIT_MS` while the last wait found too few."""
+    configured time, or :data:`SHORT_WAIT_MS` from a wait that found too few replicas until the
+    primary says they are in sync again (asked at most every :data:`RECHECK_S`)."""
 
     def __init__(self, replicas: int, wait_ms: int) -> None:
         self.replicas, self.wait_ms = replicas, wait_ms
         self._short = False
+        self._checked = 0.0
 
-    def timeout_ms(self) -> int:
-        """How long the next wait may take."""
+    def timeout_ms(self, client: Any) -> int:
+        """How long the next wait through ``client`` (a client of the primary) may take."""
+        if self._short and time.monotonic() - self._checked >= RECHECK_S:
+            self._checked = time.monotonic()
+            try:
+                info: Any = client.info("replication")
+            except redis.RedisError:
+                info = {}
+            online = sum(1 for name, value in info.items() if name.startswith("slave")
+                         and isinstance(value, dict) and value.get("state") == "online")
+            if online >= self.replicas:
+                self._short = False
+                log.info("the primary has %s replica(s) in sync again: writes wait for them",
+                         online)
         return min(SHORT_WAIT_MS, self.wait_ms) if self._short else self.wait_ms
 
     def acked(self, replicas: Any, what: str) -> None:
-        """Note a wait's answer: too few replicas is logged once, and shortens the waits until
-        a wait finds them again."""
-        enough = int(replicas) >= self.replicas
-        if not enough and not self._short:
-            log.warning("%s is on %s of %s replicas after %s ms: a failover now could undo it; "
-                        "writes wait at most %s ms until a replica answers again", what,
-                        replicas, self.replicas, self.wait_ms, SHORT_WAIT_MS)
-        elif enough and self._short:
-            log.info("%s is on the replicas again: writes wait for them again", what)
-        self._short = not enough
+        """Note a wait's answer: too few replicas makes the waits short (logged once)."""
+        if int(replicas) >= self.replicas or self._short:
+            return
+        self._short, self._checked = True, time.monotonic()
+        log.warning("%s is on %s of %s replicas after %s ms: a failover now could undo it; "
+                    "writes wait at most %s ms until the primary has them in sync again", what,
+                    replicas, self.replicas, self.wait_ms, SHORT_WAIT_MS)
 
 
 class Primary(redis.Redis):
@@ -107,7 +121,7 @@ def confirm_replicated(r: Any, what: str) -> None:
         return
     with r.pipeline(transaction=False) as pipe:
         pipe.publish("voxqueue:replicated", b"")
-        pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms())
+        pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms(r))
         wait.acked(pipe.execute()[-1], what)
 
 

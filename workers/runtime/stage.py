@@ -184,7 +184,7 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
             rt.store.audio_ahead_in(pipe, job.turn_id, sentence)
     wait = durable(rt.redis)
     if wait is not None:  # the attempt is the fence of every write: a failover must keep it
-        pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms())
+        pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms(rt.redis))
     replies = pipe.execute()
     if wait is not None:
         wait.acked(replies.pop(), "a job's delivery")
