@@ -109,22 +109,6 @@ def durable(r: Any) -> ReplicaWait | None:
     return wait if isinstance(wait, ReplicaWait) and wait.replicas else None
 
 
-def confirm_replicated(r: Any, what: str) -> None:
-    """Wait until what this process wrote through ``r`` before now is on the replicas.
-
-    ``WAIT`` counts the writes of its own connection, so a write that follows the others in
-    the replication stream is sent first (a ``PUBLISH`` to a channel nobody listens to): a
-    replica that has it has everything before it.
-    """
-    wait = durable(r)
-    if wait is None:
-        return
-    with r.pipeline(transaction=False) as pipe:
-        pipe.publish("voxqueue:replicated", b"")
-        pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms(r))
-        wait.acked(pipe.execute()[-1], what)
-
-
 def replicas_to_wait(settings: Settings) -> int:
     """``VOXQUEUE_REDIS_WAIT_REPLICAS``; unset: 1 with sentinels (a replica to fail over to),
     else 0."""

@@ -20,7 +20,6 @@ from voxqueue.budgets import SPEAK_CHARS, charged_device
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.effects import Fence, Fenced, Once
 from voxqueue.keys import Keys
-from voxqueue.redis_conn import confirm_replicated
 
 #: Longest sleep of the housekeeping loop (``workers/housekeeping/loop.py``), which ends overdue
 #: turns: a turn due sooner than this wakes it as it begins.
@@ -117,7 +116,8 @@ class TurnStore:
 
     # -- creating and reading ----------------------------------------------------------------
     def create(self, spec: TurnSpec, audio: bytes | None = None, *, agent: bool = True) -> None:
-        """Store the spec (and audio, the claim check) and write ``run-start``, atomically.
+        """Store the spec (and audio, the claim check) and write ``run-start``, atomically and
+        once.
 
         A turn for the agent (``agent``) joins its session's line, which orders the session's
         turns; an announcement, which skips the agent, does not.
@@ -126,31 +126,31 @@ class TurnStore:
         start = TurnEvent(type="run-start", turn_id=spec.turn_id, ts=spec.created_at, data={
             "session_id": spec.session_id, "device": spec.device, "input": spec.input,
             "deadline": spec.deadline})
-        pipe = self.r.pipeline(transaction=True)
+        # One script, once: the client's retry after a lost reply (a failover) finds its own
+        # marker and writes nothing again, or finds none (the write was lost with the primary)
+        # and writes it all; with replicas, it is on them before the turn's first job is sent.
+        once = Once(self.r, marker=k.marker(spec.turn_id, "created"), ttl_s=self.ttl_s)
         if audio is not None:
             assert spec.audio_key is not None
-            pipe.set(spec.audio_key, audio, ex=self.ttl_s)
-        pipe.hset(k.turn(spec.turn_id), mapping={"spec": spec.model_dump_json()})
-        pipe.expire(k.turn(spec.turn_id), self.ttl_s)
-        pipe.zadd(k.active_turns(), {spec.turn_id: spec.deadline})
+            once.call("SET", spec.audio_key, audio, "EX", self.ttl_s)
+        once.call("HSET", k.turn(spec.turn_id), "spec", spec.model_dump_json())
+        once.call("EXPIRE", k.turn(spec.turn_id), self.ttl_s)
+        once.call("ZADD", k.active_turns(), spec.deadline, spec.turn_id)
         if spec.deadline - time.time() < HOUSEKEEPING_SLEEP_S:  # due before it would look
-            pipe.lpush(k.timers_wake(), b"1")
-            pipe.ltrim(k.timers_wake(), 0, 0)
+            once.call("LPUSH", k.timers_wake(), b"1")
+            once.call("LTRIM", k.timers_wake(), 0, 0)
         if agent:  # the session's line: its turns reach the agent in the order they were made
-            pipe.zadd(k.session_waiting(spec.session_id), {spec.turn_id: spec.created_at})
-            pipe.expire(k.session_waiting(spec.session_id), self.ttl_s)
-        pipe.xadd(k.events(spec.turn_id), {"e": start.model_dump_json()})
-        pipe.expire(k.events(spec.turn_id), self.ttl_s)
+            once.call("ZADD", k.session_waiting(spec.session_id), spec.created_at, spec.turn_id)
+            once.call("EXPIRE", k.session_waiting(spec.session_id), self.ttl_s)
+        once.call("XADD", k.events(spec.turn_id), "*", "e", start.model_dump_json())
+        once.call("EXPIRE", k.events(spec.turn_id), self.ttl_s)
         # The session index is bounded: idle sessions age out, and it never holds more than
         # SESSION_INDEX_MAX (their histories expire on their own TTL).
-        pipe.zadd(k.sessions(), {spec.session_id: spec.created_at})
-        pipe.zremrangebyscore(k.sessions(), "-inf", spec.created_at - self.session_ttl_s)
-        pipe.zremrangebyrank(k.sessions(), 0, -SESSION_INDEX_MAX - 1)
-        pipe.expire(k.sessions(), self.session_ttl_s)
-        pipe.execute()
-        # On the replicas before its first job is sent: a publish retried on a new primary
-        # after a failover must find its turn there.
-        confirm_replicated(self.r, "a new turn")
+        once.call("ZADD", k.sessions(), spec.created_at, spec.session_id)
+        once.call("ZREMRANGEBYSCORE", k.sessions(), "-inf", spec.created_at - self.session_ttl_s)
+        once.call("ZREMRANGEBYRANK", k.sessions(), 0, -SESSION_INDEX_MAX - 1)
+        once.call("EXPIRE", k.sessions(), self.session_ttl_s)
+        once.run()
 
     def spec(self, turn_id: str) -> TurnSpec:
         raw: Any = self.r.hget(self.keys.turn(turn_id), "spec")
