@@ -14,7 +14,7 @@ from typing import Any
 from bench.redis_delay import DelayProxy
 from testkit import ROOT, RedisServer, system_env
 from testkit.fakes import FakeProviders, spawn
-from voxqueue.client import Client
+from voxqueue.client.direct import Client
 from voxqueue.settings import QUEUES, Settings
 from voxqueue.supervisor import Supervisor
 from voxqueue.turns import StreamEntry

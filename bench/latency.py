@@ -22,7 +22,7 @@ from bench import celery_floor
 from bench.harness import BenchSystem, bench_system, cpu_seconds, percentile, turn_breakdown
 from testkit import SPEECH
 from testkit.fakes.provider_server import streamed_words
-from voxqueue.client import Turn
+from voxqueue.client.direct import Turn
 from voxqueue.process_table import DEFAULT_PROCESSES
 from voxqueue.sentences import SentenceSplitter
 from voxqueue.settings import Settings

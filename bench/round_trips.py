@@ -21,7 +21,7 @@ from typing import Any
 from bench.harness import BenchSystem, bench_system
 from bench.redis_delay import DelayProxy, measured_rtt_s
 from testkit import ROOT, SPEECH
-from voxqueue.client import Turn
+from voxqueue.client.direct import Turn
 from voxqueue.process_table import DEFAULT_PROCESSES
 
 QUESTION = SPEECH / "command_weather_paris.wav"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from testkit import RedisServer, system_env
 from testkit.fakes import FakeProviders
-from voxqueue.client import Client
+from voxqueue.client.direct import Client
 from voxqueue.settings import Settings
 from voxqueue.supervisor import Supervisor
 

@@ -22,7 +22,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from edge.link import Backoff, Link, is_connection_error
-from voxqueue.gateway.remote import GatewayClient
+from voxqueue.client.gateway import GatewayClient
 from voxqueue.keys import Keys
 from voxqueue.settings import Settings
 

@@ -28,8 +28,7 @@ from edge.responder import Responder
 from edge.settings import EdgeSettings
 from edge.sources import Source
 from edge.streamed import StreamedCommand
-from voxqueue.connect import connect_client
-from voxqueue.gateway.remote import GatewayClient
+from voxqueue.client.gateway import GatewayClient, connect_client
 from voxqueue.redis_conn import redact
 from voxqueue.settings import Settings
 

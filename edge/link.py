@@ -11,7 +11,7 @@ from kombu.exceptions import OperationalError
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from voxqueue.client import Unavailable
+from voxqueue.client.direct import Unavailable
 
 _UNREACHABLE = (
     Unavailable,

@@ -22,8 +22,8 @@ from edge.jobs import AnnounceJob, Job, TurnJob, TurnRecord
 from edge.link import Link, is_connection_error
 from edge.player import Played, Player
 from edge.shown_turn import ShownTurn
-from voxqueue.client import InputError, Turn
-from voxqueue.connect import AnyClient
+from voxqueue.client.direct import InputError, Turn
+from voxqueue.client.gateway import AnyClient
 from voxqueue.contracts import ErrorCode
 
 log = logging.getLogger("voxqueue.edge")

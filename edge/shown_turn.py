@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from voxqueue.client import Turn
+from voxqueue.client.direct import Turn
 from voxqueue.turns import StreamEntry
 
 

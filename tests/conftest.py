@@ -69,7 +69,7 @@ class System:
         self.sup.wait_for_workers(queues)
 
     def client(self):  # type: ignore[no-untyped-def]
-        from voxqueue.client import Client
+        from voxqueue.client.direct import Client
         from voxqueue.settings import Settings
 
         if self._client is None:

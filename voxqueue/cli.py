@@ -18,8 +18,8 @@ from voxqueue.cli_options import JsonOpt
 from voxqueue.cli_run import demo, up, worker
 from voxqueue.cli_sessions import sessions_app
 from voxqueue.cli_wyoming import wyoming as wyoming_command
-from voxqueue.client import InputError, Turn, Unavailable
-from voxqueue.connect import connect_client
+from voxqueue.client.direct import InputError, Turn, Unavailable
+from voxqueue.client.gateway import connect_client
 from voxqueue.contracts import TurnResult
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from voxqueue.client import Client
+from voxqueue.client.direct import Client
 from voxqueue.settings import get_settings
 
 if TYPE_CHECKING:

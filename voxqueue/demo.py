@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from voxqueue.client import Client
+from voxqueue.client.direct import Client
 from voxqueue.contracts import TurnResult
 from voxqueue.settings import QUEUES, Settings
 from voxqueue.supervisor import Supervisor

@@ -25,7 +25,7 @@ class Keys:
         return f"{self.prefix}:turn:{turn_id}:audio"
 
     def speech(self, turn_id: str) -> str:
-        """Stream: the utterance's PCM as it is spoken (``voxqueue.speech_stream``)."""
+        """Stream: the utterance's PCM as it is spoken (``voxqueue.client.direct``)."""
         return f"{self.prefix}:turn:{turn_id}:speech"
 
     def cancel(self, turn_id: str) -> str:

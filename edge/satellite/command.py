@@ -17,7 +17,7 @@ from edge.pipeline import Listener
 from edge.satellite.ears import Ears
 from edge.satellite.link import SatelliteLink
 from edge.settings import EdgeSettings, direct_redis_problem
-from voxqueue.connect import connect_client
+from voxqueue.client.gateway import connect_client
 from voxqueue.settings import Settings, get_settings
 
 app = typer.Typer(add_completion=False, help="Serve a Wyoming satellite as a voxqueue edge.")

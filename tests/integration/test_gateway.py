@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, SPEECH, free_port
-from voxqueue.client import InputError, Unavailable
-from voxqueue.gateway.remote import GatewayClient
+from voxqueue.client.direct import InputError, Unavailable
+from voxqueue.client.gateway import GatewayClient
 from voxqueue.gateway.rules import session_of
 from voxqueue.settings import Settings
 

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from tests.conftest import SPEECH, RedisServer, System, system_env
-from voxqueue.client import Client
+from voxqueue.client.direct import Client
 from voxqueue.settings import Settings
 
 pytestmark = pytest.mark.integration

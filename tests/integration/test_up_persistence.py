@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, free_port, system_env
-from voxqueue.client import Client
+from voxqueue.client.direct import Client
 from voxqueue.devices import DeviceRegistry
 from voxqueue.embedded_redis import redis_answers
 from voxqueue.settings import QUEUES, Settings

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, RedisServer, free_port, system_env
-from voxqueue.client import Client
+from voxqueue.client.direct import Client
 from voxqueue.settings import QUEUES, Settings
 from voxqueue.supervisor import Supervisor
 

@@ -34,7 +34,7 @@ from tests.reliability.chaos_ledger import (
 from tests.tool_modules.chaos_tools import LEDGER_ENV
 from voxqueue.audio import read_wav
 from voxqueue.child_process import Proc
-from voxqueue.client import Client
+from voxqueue.client.direct import Client
 from voxqueue.restarts import RestartPolicy
 from voxqueue.settings import QUEUES
 

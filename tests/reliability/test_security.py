@@ -30,7 +30,7 @@ from tests.reliability.conftest import (
 )
 from tests.reliability.tls import make_tls_files
 from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TOOLS_RUN, TTS_SPEAK
-from voxqueue.client import Client, Unavailable
+from voxqueue.client.direct import Client, Unavailable
 from voxqueue.settings import Settings
 
 pytestmark = pytest.mark.integration

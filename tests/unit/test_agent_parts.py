@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from voxqueue.client.result import assemble
 from voxqueue.contracts import ToolOutcome, TurnEvent, TurnSpec
-from voxqueue.result import assemble
 from voxqueue.sentences import SentenceSplitter, split_sentences
 from voxqueue.timeline import spans
 from voxqueue.turns import StreamEntry

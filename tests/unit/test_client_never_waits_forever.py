@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from voxqueue.client import Client, Turn
+from voxqueue.client.direct import Client, Turn
 from voxqueue.contracts import TurnSpec
 from voxqueue.settings import Settings
 

@@ -1,4 +1,4 @@
-"""pocketsphinx hearing a command as it arrives (``pocketsphinx_hearing``), on real recordings:
+"""pocketsphinx hearing a command as it arrives (``PocketsphinxHearing``), on real recordings:
 the same request as the whole-utterance decode, partials that do not end the utterance, a
 finish at a pause that the speaker talks past, free speech decoded whole at its end."""
 

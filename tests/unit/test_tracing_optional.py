@@ -13,7 +13,7 @@ from tests.conftest import ROOT
 PROBE = """
 import json, logging, sys
 {prelude}
-import voxqueue.client
+import voxqueue.client.direct
 import workers.app
 from workers.app import app
 app.loader.import_default_modules()

@@ -23,10 +23,9 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from voxqueue.client import Client, InputError, Turn, Unavailable
+from voxqueue.client.direct import Client, InputError, SpeechStream, Turn, Unavailable
 from voxqueue.redaction import redact_text
 from voxqueue.settings import Settings
-from voxqueue.speech_stream import SpeechStream
 from voxqueue.wyoming.audio_in import AudioIn, AudioTooLarge
 from voxqueue.wyoming.describe import describe
 from voxqueue.wyoming.guard import (

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import structlog
 from wyoming.server import AsyncServer, AsyncTcpServer
 
-from voxqueue.client import Client
+from voxqueue.client.direct import Client
 from voxqueue.settings import Settings
 from voxqueue.wyoming.guard import PeerRate, WyomingPolicy, networks
 from voxqueue.wyoming.handler import WyomingHandler

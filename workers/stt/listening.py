@@ -1,4 +1,4 @@
-"""Speech read from its stream while it is spoken (``voxqueue.speech_stream``).
+"""Speech read from its stream while it is spoken (``voxqueue.client.direct``).
 
 The STT job starts with the speech. As the audio arrives, pauses are found (webrtcvad, 20 ms
 frames); at each pause an offline engine decodes the words so far and the turn gets an
@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from voxqueue import speech_stream
 from voxqueue.audio import SAMPLE_RATE
+from voxqueue.client import direct
 from voxqueue.contracts import ErrorCode
 from workers.runtime.stage import Stage
 from workers.stt.providers.base import Hearing, Listener, Transcriber, Transcript
@@ -119,7 +119,7 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
     while True:
         if stage.should_stop():
             raise SpeechStopped("the turn ended while it was spoken", aborted=True)
-        pieces = speech_stream.read(rt.redis, spec.audio_key, after, BLOCK_MS)
+        pieces = direct.read(rt.redis, spec.audio_key, after, BLOCK_MS)
         if not pieces and time.monotonic() - heard_at > settings.speech_idle_s:
             raise SpeechStopped(f"no audio for {settings.speech_idle_s:g} s and no end: the "
                                 "speaker went away mid-command", aborted=False)

@@ -1,28 +1,95 @@
-"""A device's side of the gateway: the same API as :class:`voxqueue.client.Client`, over HTTP
-with the device's token, and no Redis at all."""
+"""A device's side of the gateway: the same API as :class:`voxqueue.client.direct.Client`, over HTTP
+with the device's token, and no Redis at all; a command streamed while it is spoken goes over a
+WebSocket (:class:`GatewaySpeechStream`, the gateway's side of
+:class:`voxqueue.client.direct.SpeechStream`: ``write``, ``end``, ``abort``, ``turn``).
+
+:func:`connect_client` gives the client a process should use: through the gateway when one is
+configured, else Redis.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import ssl
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import httpx
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection
 
-from voxqueue.client import InputError, Turn, Unavailable
+from voxqueue.client.direct import Client, Turn
+from voxqueue.client.errors import InputError, Unavailable
 from voxqueue.contracts import TurnEvent, TurnSpec
 from voxqueue.contracts.gateway import Entries, GatewayError, TurnCreated
-from voxqueue.gateway.speech import GatewaySpeechStream
-from voxqueue.settings import Settings
+from voxqueue.settings import Settings, get_settings
 from voxqueue.turns import StreamEntry
 
-if TYPE_CHECKING:
-    from websockets.sync.client import ClientConnection
+
+class GatewaySpeechStream:
+    """Frames out as they are captured; the turn is known once the gateway has the first."""
+
+    def __init__(self, ws: ClientConnection,
+                 make_turn: Callable[[TurnCreated], GatewayTurn]) -> None:
+        self.ws = ws
+        self.make_turn = make_turn
+        self._turn: GatewayTurn | None = None
+        self.closed = False
+
+    @property
+    def turn(self) -> GatewayTurn:
+        if self._turn is None:
+            raise RuntimeError("the turn starts with the first frame")
+        return self._turn
+
+    def write(self, pcm: bytes) -> None:
+        try:
+            self.ws.send(pcm)
+            if self._turn is None:
+                self._turn = self._started(json.loads(self.ws.recv(timeout=10)))
+        except ConnectionClosed as exc:
+            self.closed = True
+            raise self._why(exc) from exc
+
+    def end(self, spoken_until: float | None = None) -> GatewayTurn:
+        message: dict[str, Any] = {"type": "end"}
+        if spoken_until is not None:
+            message["spoken_until"] = spoken_until
+        try:
+            self.ws.send(json.dumps(message))
+            while True:
+                self.ws.recv(timeout=10)  # until the gateway closes
+        except (ConnectionClosed, TimeoutError):
+            pass
+        finally:
+            self.closed = True
+            self.ws.close()
+        return self.turn
+
+    def abort(self, reason: str = "cancelled by the device") -> None:
+        if not self.closed:
+            self.closed = True
+            with contextlib.suppress(ConnectionClosed):
+                self.ws.send(json.dumps({"type": "cancel", "reason": reason[:200]}))
+            self.ws.close()
+
+    def _started(self, answer: dict[str, Any]) -> GatewayTurn:
+        if answer.get("type") != "turn":
+            raise InputError(str(answer.get("code", "refused")), str(answer.get("message")))
+        made = TurnCreated.model_validate({k: v for k, v in answer.items() if k != "type"})
+        return self.make_turn(made)
+
+    def _why(self, exc: ConnectionClosed) -> Exception:
+        code = exc.rcvd.code if exc.rcvd else None
+        if code in (1009, 4400):
+            return InputError("too-large" if code == 1009 else "refused",
+                              f"the gateway refused the stream ({exc})")
+        return Unavailable(f"the gateway's stream closed: {exc}")
 
 
 def refuse_plain_http(url: str, allowed: bool) -> None:
@@ -218,7 +285,7 @@ class GatewayClient:
 
 class GatewayTurn(Turn):
     """A turn followed through the gateway: the same events, playback and result as
-    :class:`voxqueue.client.Turn`."""
+    :class:`voxqueue.client.direct.Turn`."""
 
     client: GatewayClient  # type: ignore[assignment]
 
@@ -236,3 +303,13 @@ class GatewayTurn(Turn):
     def cancel(self, reason: str = "cancelled by the caller") -> bool:
         return self.client.cancel(self.turn_id)
 
+
+#: Either client: the same API (ask, say, speak, ping, close; turns with events and playback).
+AnyClient = Client | GatewayClient
+
+
+def connect_client(settings: Settings | None = None) -> AnyClient:
+    """``GatewayClient`` when ``VOXQUEUE_GATEWAY_URL`` is set (a device: no Redis, its own
+    token), else ``Client`` straight to Redis (a trusted single machine)."""
+    chosen = settings or get_settings()
+    return GatewayClient(chosen) if chosen.gateway_url else Client(chosen)
