@@ -36,8 +36,8 @@ import redis
 from celery import Celery
 
 from voxqueue.celery_config import celery_config
-from voxqueue.process_table import DEFAULT_POOLS, DEFAULT_PROCESSES
 from voxqueue.settings import Settings
+from voxqueue.up.process_table import DEFAULT_POOLS, DEFAULT_PROCESSES
 
 app = Celery("bench-cpu-floor")
 app.conf.update(celery_config(Settings(_env_file=None)))  # type: ignore[call-arg]

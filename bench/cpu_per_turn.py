@@ -45,7 +45,7 @@ from bench.harness import (
 )
 from bench.latency import PROFILE, REPLY, run_turns
 from testkit import free_port, system_env
-from voxqueue.process_table import DEFAULT_PROCESSES
+from voxqueue.up.process_table import DEFAULT_PROCESSES
 
 
 def start_like_up(system: BenchSystem) -> None:

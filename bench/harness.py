@@ -16,8 +16,8 @@ from testkit import ROOT, RedisServer, system_env
 from testkit.fakes import FakeProviders, spawn
 from voxqueue.client.direct import Client
 from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import Supervisor
 from voxqueue.turns import StreamEntry
+from voxqueue.up.supervisor import Supervisor
 
 
 @dataclass

@@ -23,9 +23,9 @@ from bench.harness import BenchSystem, bench_system, cpu_seconds, percentile, tu
 from testkit import SPEECH
 from testkit.fakes.provider_server import streamed_words
 from voxqueue.client.direct import Turn
-from voxqueue.process_table import DEFAULT_PROCESSES
-from voxqueue.sentences import SentenceSplitter
 from voxqueue.settings import Settings
+from voxqueue.spoken.sentences import SentenceSplitter
+from voxqueue.up.process_table import DEFAULT_PROCESSES
 
 #: The default fake profile: a fast cloud STT, an LLM with a realistic first token and speed,
 #: a low-latency TTS that streams faster than real time.

@@ -22,7 +22,7 @@ from testkit import RedisServer, system_env
 from testkit.fakes import FakeProviders
 from voxqueue.client.direct import Client
 from voxqueue.settings import Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.up.supervisor import Supervisor
 
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 

@@ -53,7 +53,7 @@ class System:
 
     def __init__(self, env: dict[str, str], log_dir: Path, *, beat: bool = True) -> None:
         from voxqueue.settings import Settings
-        from voxqueue.supervisor import Supervisor
+        from voxqueue.up.supervisor import Supervisor
 
         self.env = env
         self.settings = Settings(_env_file=None, **{  # type: ignore[call-arg]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import Celery
 from kombu import Exchange, Queue
 
 from voxqueue.settings import QUEUES, Settings
@@ -49,21 +50,21 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "socket_keepalive": True,
         "health_check_interval": 25,
         "retry_on_timeout": True,
-        # The lease (workers/runtime/lease.py): one worker process sweeps the unacked index
-        # each second (voxqueue.broker.QoS), and a sweeper that dies holding kombu's restore
+        # The lease (workers/runtime/lease.py): one worker process sweeps the unacked index each
+        # second (voxqueue.broker.transport.QoS), and a sweeper that dies holding kombu's restore
         # lock frees it in 5 s (the default, 300 s, would stop every takeover for 5 minutes).
         "unacked_restore_interval": 1,
         "unacked_restore_throttle": 1,
         "unacked_mutex_expire": 5,
         # One list per queue: a priority goes to the queue's own list, which workers take
-        # from without a gap (voxqueue/broker.py).
+        # from without a gap (voxqueue/broker/transport.py).
         "priority_steps": [0],
     }
     exchange = Exchange("voxqueue", type="direct")
     return {
         "broker_url": settings.redis_url,
         # kombu's Redis transport with a fix for a crash on reconnection.
-        "broker_transport": "voxqueue.broker:Transport",
+        "broker_transport": "voxqueue.broker.transport:Transport",
         "result_backend": settings.redis_url,
         "broker_transport_options": transport,
         "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout},
@@ -115,3 +116,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "timezone": "UTC",
         "enable_utc": True,
     }
+
+
+def make_celery(settings: Settings, name: str = "voxqueue") -> Celery:
+    """A Celery app with voxqueue's configuration, for a process that sends tasks or inspects
+    workers (a client, the exporter, ``doctor``, ``up``); never the current app, so it takes
+    nothing from the workers' own (``workers.app``)."""
+    app = Celery(name, set_as_current=False)
+    app.conf.update(celery_config(settings))
+    return app

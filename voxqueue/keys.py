@@ -193,7 +193,7 @@ class Keys:
         return f"{self.prefix}:timers:wake"
 
     def housekeeping_turn(self) -> str:
-        """Name of the turn (``voxqueue.broker_sweeps.hold_sweep_turn_in``) of the one worker
+        """Name of the turn (``voxqueue.broker.sweeps.hold_sweep_turn_in``) of the one worker
         process that runs the housekeeping loop."""
         return f"housekeeping.{self.prefix}"
 

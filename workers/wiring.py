@@ -12,7 +12,7 @@ from collections.abc import Callable
 import structlog
 from celery import Celery
 
-from voxqueue.celery_config import celery_config
+from voxqueue.celery_config import make_celery
 from voxqueue.settings import Settings
 from workers.agent.context.tokens import encoding_for
 from workers.agent.providers import select_chat_model
@@ -58,8 +58,7 @@ def chat_model_of(rt: Runtime) -> ChatModel:
 def celery_of(rt: Runtime) -> Celery:
     """A Celery app configured like the workers' (queues, beat's schedule in Redis), for a
     process that is not a worker: it can send tasks, inspect workers and edit beat's entries."""
-    app = Celery("voxqueue-runtime", set_as_current=False)
-    app.conf.update(celery_config(rt.settings))
+    app = make_celery(rt.settings, "voxqueue-runtime")
     app.conf.update(beat_config(rt.settings))
     return app
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import yaml
 
-from voxqueue.process_table import (
+from voxqueue.settings import QUEUES, Settings
+from voxqueue.up.process_table import (
     BEAT_SCHEDULER,
     DEFAULT_POOLS,
     DEFAULT_PROCESSES,
@@ -26,7 +27,6 @@ from voxqueue.process_table import (
     FLOWER_NO_EVENTS_ASK,
     HEARTBEAT_S,
 )
-from voxqueue.settings import QUEUES, Settings
 
 OUT = Path(__file__).with_name("voxqueue.yaml")
 IMAGE = "voxqueue-workers:latest"

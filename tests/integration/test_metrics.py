@@ -8,7 +8,7 @@ import urllib.request
 import pytest
 
 from tests.conftest import free_port
-from voxqueue.metrics import Exporter
+from voxqueue.observability.metrics import Exporter
 
 pytestmark = pytest.mark.integration
 

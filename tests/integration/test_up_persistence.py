@@ -17,10 +17,10 @@ import pytest
 
 from tests.conftest import ROOT, free_port, system_env
 from voxqueue.client.direct import Client
-from voxqueue.devices import DeviceRegistry
-from voxqueue.embedded_redis import redis_answers
+from voxqueue.gateway.devices import DeviceRegistry
 from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.up.embedded_redis import redis_answers
+from voxqueue.up.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]

@@ -19,7 +19,7 @@ import pytest
 from tests.conftest import ROOT, RedisServer, free_port, system_env
 from voxqueue.client.direct import Client
 from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.up.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -186,7 +186,7 @@ def test_nothing_outlives_a_killed_up(up):
 PARENT = """
 import sys, time
 from voxqueue.settings import Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.up.supervisor import Supervisor
 sup = Supervisor(Settings(_env_file=None), log_dir=__import__("pathlib").Path(sys.argv[1]))
 sup.start_workers(pools={"tools": ("prefork", 2), "stt": ("threads", 2)}, queues=["tools", "stt"])
 sup.wait_for_workers(["tools", "stt"], timeout=60)

@@ -7,10 +7,9 @@ import json
 import time
 
 import pytest
-from celery import Celery
 
 from tests.reliability.test_forged_jobs import forge
-from voxqueue.celery_config import TOOLS_RUN, celery_config
+from voxqueue.celery_config import TOOLS_RUN, make_celery
 from voxqueue.contracts import ToolCallJob
 
 pytestmark = pytest.mark.integration
@@ -29,8 +28,7 @@ def test_a_copy_of_a_running_tool_call_neither_runs_nor_fences_it(client, fake,
     job = ToolCallJob(turn_id=spec.turn_id, step=1, call_id="call_dup",
                       name="record_side_effect", arguments=arguments, calls=1,
                       session_id=spec.session_id)
-    app = Celery("sender", set_as_current=False)
-    app.conf.update(celery_config(client.settings))
+    app = make_celery(client.settings, "sender")
     try:
         app.send_task(TOOLS_RUN, args=[job.model_dump(mode="json")], task_id=job.task_id(),
                       ignore_result=True)

@@ -8,9 +8,8 @@ import time
 import uuid
 
 import pytest
-from celery import Celery
 
-from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TOOLS_RUN, celery_config
+from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TOOLS_RUN, make_celery
 from voxqueue.contracts import AgentStep, ToolCallJob, TurnSpec
 from voxqueue.turns import TurnStore
 
@@ -29,8 +28,7 @@ def forge(client, **fields) -> TurnSpec:
 
 
 def send(client, task: str, args: list) -> None:
-    app = Celery("forger", set_as_current=False)
-    app.conf.update(celery_config(client.settings))
+    app = make_celery(client.settings, "forger")
     app.send_task(task, args=args, ignore_result=True)
     app.close()
 

@@ -23,7 +23,7 @@ from websockets.exceptions import ConnectionClosed
 from tests.conftest import ROOT, SPEECH
 from tests.integration.test_gateway import VOXQUEUE, Gateway, running_gateway
 from voxqueue.client.gateway import GatewayClient
-from voxqueue.devices import DeviceRegistry
+from voxqueue.gateway.devices import DeviceRegistry
 from voxqueue.settings import Settings
 
 pytestmark = pytest.mark.integration

@@ -358,7 +358,7 @@ def test_no_secret_in_logs_events_messages_or_flower(guarded, fake_providers, re
                       for pid in (p.popen.pid, *children_of(p.popen.pid)))
     assert b"celery" in argv and leaked(argv) == [], "a secret is on a command line"
     # The exporter's metrics (what Prometheus scrapes, with no auth).
-    from voxqueue.metrics import Exporter
+    from voxqueue.observability.metrics import Exporter
 
     exporter = Exporter(client.settings)
     metrics_port = free_port()

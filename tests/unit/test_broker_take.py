@@ -1,5 +1,6 @@
-"""Taking a message without a gap (voxqueue/broker.py), on a real Redis: a message is always in
-its queue, in a channel's in-flight list or in kombu's unacked set, whenever the taker dies."""
+"""Taking a message without a gap (voxqueue/broker/transport.py), on a real Redis: a message is
+always in its queue, in a channel's in-flight list or in kombu's unacked set, whenever the taker
+dies."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from kombu import Connection, Consumer, Exchange, Queue
 from kombu.utils.eventio import poll as kombu_poll
 from kombu.utils.json import dumps
 
-from voxqueue.broker import INFLIGHT_INDEX, inflight_key, sweep
+from voxqueue.broker.transport import INFLIGHT_INDEX, inflight_key, sweep
 
 DB = 13
 LEASE_S = 0.6
@@ -29,7 +30,7 @@ def url(redis_server) -> Iterator[str]:
 
 
 def connect(url: str) -> Connection:
-    return Connection(url, transport="voxqueue.broker:Transport", transport_options={
+    return Connection(url, transport="voxqueue.broker.transport:Transport", transport_options={
         "visibility_timeout": LEASE_S, "priority_steps": [0],
         "unacked_restore_interval": 1, "unacked_restore_throttle": 1})
 

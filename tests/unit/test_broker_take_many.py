@@ -1,5 +1,5 @@
-"""The take from several lists (voxqueue/broker.py, voxqueue/broker_take.py) and the dead
-letters (voxqueue/dead_letters.py), on a real Redis: a channel consuming several queues takes
+"""The take from several lists (voxqueue/broker/transport.py, voxqueue/broker/take.py) and the dead
+letters (voxqueue/broker/dead_letters.py), on a real Redis: a channel consuming several queues takes
 without a gap, wakes at a publish, and puts an item that is not a message in the dead letters in
 the same step that takes it off its in-flight list."""
 
@@ -17,11 +17,11 @@ import pytest
 import redis
 from kombu import Connection, Consumer, Exchange, Queue
 
-from voxqueue import dead_letters
-from voxqueue.broker import INFLIGHT_INDEX, NO_KEYPREFIX, inflight_key, sweep
-from voxqueue.broker_take import take_any_command, taken
+from voxqueue.broker import dead_letters
+from voxqueue.broker.dead_letters import DEAD_LETTER, bury, doctor_rows
+from voxqueue.broker.take import take_any_command, taken
+from voxqueue.broker.transport import INFLIGHT_INDEX, NO_KEYPREFIX, inflight_key, sweep
 from voxqueue.contracts.dead_letter import DeadLetter
-from voxqueue.dead_letters import DEAD_LETTER, bury, doctor_rows
 
 DB = 12
 LEASE_S = 0.6
@@ -36,7 +36,7 @@ def url(redis_server) -> Iterator[str]:
 
 
 def connect(url: str, **options: object) -> Connection:
-    return Connection(url, transport="voxqueue.broker:Transport", transport_options={
+    return Connection(url, transport="voxqueue.broker.transport:Transport", transport_options={
         "visibility_timeout": LEASE_S, "priority_steps": [0],
         "unacked_restore_interval": 1, "unacked_restore_throttle": 1, **options})
 

@@ -13,13 +13,13 @@ import yaml
 
 from tests.conftest import ROOT
 from voxqueue.celery_config import celery_config
-from voxqueue.process_table import (
+from voxqueue.settings import QUEUES, Settings
+from voxqueue.up.process_table import (
     DEFAULT_PROCESSES,
     FLOWER_MAX_TASKS,
     FLOWER_NO_EVENTS_ASK,
     HEARTBEAT_S,
 )
-from voxqueue.settings import QUEUES, Settings
 
 DEPLOY = ROOT / "deploy"
 
@@ -69,7 +69,7 @@ def test_compose_redis_flower_and_beat():
     assert "REDISCLI_AUTH=" in " ".join(services["redis"]["healthcheck"]["test"])
     beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
     assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1
-    from voxqueue.process_table import BEAT_SCHEDULER
+    from voxqueue.up.process_table import BEAT_SCHEDULER
 
     assert BEAT_SCHEDULER in services["beat"]["command"]
     assert "FLOWER_BASIC_AUTH" in services["flower"]["environment"]
@@ -243,7 +243,7 @@ def test_kubernetes_manifests_are_generated_from_the_code():
 
 
 def test_grafana_dashboard_queries_metrics_the_exporter_has():
-    from voxqueue.metrics import TurnMetrics
+    from voxqueue.observability.metrics import TurnMetrics
 
     known = {m.name for m in TurnMetrics().registry.collect()}
     dashboard = json.loads((DEPLOY / "grafana" / "voxqueue-dashboard.json").read_text())

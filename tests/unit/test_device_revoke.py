@@ -9,7 +9,7 @@ import redis
 from typer.testing import CliRunner
 
 from voxqueue.cli import app
-from voxqueue.devices import DeviceRegistry
+from voxqueue.gateway.devices import DeviceRegistry
 from voxqueue.keys import Keys
 from voxqueue.sessions import Sessions
 from voxqueue.settings import Settings, get_settings

@@ -15,13 +15,13 @@ import pytest
 from pydantic import SecretStr
 
 from tests.conftest import free_port, system_env
-from voxqueue.flower_auth import (
+from voxqueue.settings import Settings
+from voxqueue.up.flower_auth import (
     OLD_FLOWER_PASSWORD,
     flower_credentials,
     flower_password_file,
 )
-from voxqueue.settings import Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.up.supervisor import Supervisor
 
 
 def settings(**kw) -> Settings:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from voxqueue.broker import hold_sweep_turn_in
+from voxqueue.broker.transport import hold_sweep_turn_in
 from voxqueue.contracts import TurnSpec
 from voxqueue.keys import Keys
 from voxqueue.turns import TurnStore

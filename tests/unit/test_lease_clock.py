@@ -13,7 +13,7 @@ import redis
 from kombu import Consumer, Exchange, Queue
 
 from tests.unit.test_broker_take import DB, Loop, connect, publish
-from voxqueue import broker
+from voxqueue.broker import transport as broker
 from workers.runtime.lease import LeaseKeeper
 
 #: How far the worker's clock is behind the sweeper's (the issue's 4.5 s), beyond the lease.
@@ -66,7 +66,7 @@ def test_a_worker_whose_clock_is_behind_keeps_its_running_task(url, monkeypatch)
 
 def test_a_lease_renewed_between_the_sweep_and_the_restore_is_kept(url):
     """The sweep counts expired leases; the restore puts back only those still expired."""
-    from voxqueue.broker_sweeps import restore_expired, stamp_leases, sweep
+    from voxqueue.broker.sweeps import restore_expired, stamp_leases, sweep
 
     queue = Queue(f"q-{uuid.uuid4().hex[:6]}", Exchange("x", type="direct"), routing_key="k")
     publish(url, queue, {"n": 2})

@@ -6,7 +6,7 @@ import time
 import uuid
 
 from voxqueue.contracts import TurnSpec
-from voxqueue.metrics import OTHER_TOOL, Exporter, TurnMetrics
+from voxqueue.observability.metrics import OTHER_TOOL, Exporter, TurnMetrics
 from voxqueue.settings import Settings
 from workers.toolkit.listing import offered_tool_names
 

@@ -13,7 +13,7 @@ import redis
 from celery import Celery
 
 from testkit.fakes.flip_server import FlipServer
-from voxqueue.celery_config import celery_config
+from voxqueue.celery_config import make_celery
 from voxqueue.contracts import TurnEvent
 from voxqueue.settings import Settings
 from workers.housekeeping.beat_scheduler import beat_config
@@ -194,8 +194,7 @@ def test_alerts_fire_on_changes_of_state_only(rt):
 
 @pytest.fixture
 def beat_app(rt) -> Iterator[Celery]:
-    app = Celery("monitor-test", set_as_current=False)
-    app.conf.update(celery_config(rt.settings))
+    app = make_celery(rt.settings, "monitor-test")
     app.conf.update(beat_config(rt.settings))
     yield app
     app.close()

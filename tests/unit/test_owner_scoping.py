@@ -15,7 +15,7 @@ import pytest
 from testkit.fakes.flip_server import FlipServer
 from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
-from voxqueue.doctor import family_of
+from voxqueue.observability.doctor import family_of
 from voxqueue.settings import Settings
 from workers.monitor import tools as monitor_tools
 from workers.monitor.checks import run_check

@@ -10,7 +10,13 @@ import structlog
 from structlog.testing import capture_logs
 
 from tests.conftest import free_port
-from voxqueue.redaction import MASK, is_secret_name, redact_event, redact_text, redact_url
+from voxqueue.observability.redaction import (
+    MASK,
+    is_secret_name,
+    redact_event,
+    redact_text,
+    redact_url,
+)
 from voxqueue.settings import Settings
 from workers.toolkit.mcp_tools import mcp_tools, servers
 

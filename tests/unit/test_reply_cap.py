@@ -15,8 +15,8 @@ from tests.unit.runtimes import installed
 from tests.unit.test_speaker_filter import sent_jobs
 from voxqueue.budgets import SPEAK_CHARS, counters
 from voxqueue.contracts import TurnSpec
-from voxqueue.sentences import SentenceSplitter, cut_reply, ends_sentence
 from voxqueue.settings import Settings
+from voxqueue.spoken.sentences import SentenceSplitter, cut_reply, ends_sentence
 from workers.agent.speech import Speaker
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage

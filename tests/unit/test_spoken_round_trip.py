@@ -11,9 +11,9 @@ import jiwer
 import pytest
 from num2words import num2words
 
-from voxqueue.sentences import split_sentences
 from voxqueue.settings import Settings, whisper_installed
 from voxqueue.spoken import Reading, plain, words
+from voxqueue.spoken.sentences import split_sentences
 
 pytestmark = pytest.mark.skipif(
     not whisper_installed(Settings(_env_file=None)),  # type: ignore[call-arg]

@@ -4,13 +4,13 @@ import pytest
 from typer.testing import CliRunner
 
 from voxqueue.cli import app
-from voxqueue.process_table import (
+from voxqueue.settings import Settings
+from voxqueue.up.process_table import (
     DEFAULT_PROCESSES,
     default_processes,
     parse_processes,
     worker_names,
 )
-from voxqueue.settings import Settings
 
 
 def test_a_queues_processes_have_distinct_worker_names():

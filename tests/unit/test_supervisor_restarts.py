@@ -12,10 +12,10 @@ import uuid
 
 import pytest
 
-from voxqueue.child_process import Proc
-from voxqueue.restarts import RestartPolicy, describe_exit
 from voxqueue.settings import Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.up.child_process import Proc
+from voxqueue.up.restarts import RestartPolicy, describe_exit
+from voxqueue.up.supervisor import Supervisor
 
 
 def sleeper(marker: str) -> list[str]:

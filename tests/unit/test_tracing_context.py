@@ -1,4 +1,5 @@
-"""voxqueue.otel in one process: the turn's trace id, parents through headers, errors."""
+"""voxqueue.observability.otel in one process: the turn's trace id, parents through headers,
+errors."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ pytest.importorskip("opentelemetry.sdk.trace")
 from celery.app.task import Context
 from opentelemetry import trace
 
-from voxqueue import otel
+from voxqueue.observability import otel
 from voxqueue.settings import Settings
 from workers.runtime.task_spans import job_of, span_attributes, task_headers
 

@@ -18,7 +18,7 @@ import workers.app
 from workers.app import app
 app.loader.import_default_modules()
 from celery.signals import task_prerun
-from voxqueue import otel
+from voxqueue.observability import otel
 from voxqueue.settings import Settings
 import workers.runtime.task_spans as worker_tracing
 

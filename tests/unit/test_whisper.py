@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import SPEECH
-from voxqueue.doctor import stt_check
+from voxqueue.observability.doctor import stt_check
 from voxqueue.settings import Settings, whisper_installed
 from workers.stt.providers.whisper_model import BASE_FILES, ModelError, assemble_base, model_source
 

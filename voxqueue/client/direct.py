@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import redis
-from celery import Celery
 from kombu.exceptions import OperationalError
 
 from voxqueue.audio import SAMPLE_RATE, SAMPLE_WIDTH, AudioError, read_speech, to_wav
-from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, celery_config
+from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, make_celery
 from voxqueue.client.errors import InputError, Unavailable
 from voxqueue.client.result import assemble, in_speaking_order
 from voxqueue.contracts import AgentStep, ErrorCode, SttJob, TurnEvent, TurnResult, TurnSpec
@@ -335,8 +334,7 @@ class Client:
         self.redis = connect(self.settings)
         self.store = TurnStore(self.redis, self.keys, self.settings.turn_ttl_s,
                                self.settings.session_ttl_s)
-        self._celery = Celery("voxqueue-client", set_as_current=False)
-        self._celery.conf.update(celery_config(self.settings))
+        self._celery = make_celery(self.settings, "voxqueue-client")
 
     # -- starting turns ------------------------------------------------------------------------
     def ask(self, text: str | bytes, *, session: str | None = None, device: str | None = None,
@@ -504,7 +502,7 @@ class Client:
         self._send(task, job)
 
     def _send(self, task: str, job: Any) -> None:
-        from voxqueue.otel import turn_root  # the turn's root span when tracing is on
+        from voxqueue.observability.otel import turn_root  # the turn's root span when tracing is on
 
         job.enqueued_at = time.time()
         try:

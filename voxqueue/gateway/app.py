@@ -54,8 +54,8 @@ from voxqueue.budgets import SPEAK_CHARS, Budgets, Limit, OverBudget
 from voxqueue.client.direct import Client, InputError, SpeechStream, Turn, Unavailable, new_id
 from voxqueue.contracts import TurnSpec
 from voxqueue.contracts.gateway import Entries, GatewayError, TextTurnRequest, TurnCreated
-from voxqueue.devices import DeviceRegistry
 from voxqueue.gateway.access import Access, bearer
+from voxqueue.gateway.devices import DeviceRegistry
 from voxqueue.gateway.limits import InFlight
 from voxqueue.gateway.rules import Refused, deadline_of, rate_of, session_of
 from voxqueue.gateway.streams import forget_read, read_after

@@ -24,7 +24,7 @@ from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
 from voxqueue.client.direct import Client, InputError, SpeechStream, Turn, Unavailable
-from voxqueue.redaction import redact_text
+from voxqueue.observability.redaction import redact_text
 from voxqueue.settings import Settings
 from voxqueue.wyoming.audio_in import AudioIn, AudioTooLarge
 from voxqueue.wyoming.describe import describe

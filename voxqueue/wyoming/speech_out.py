@@ -16,7 +16,7 @@ from wyoming.event import Event
 from wyoming.tts import SynthesizeStopped
 
 from voxqueue.client.direct import Client, Turn
-from voxqueue.sentences import SentenceSplitter
+from voxqueue.spoken.sentences import SentenceSplitter
 from voxqueue.wyoming import audio_out
 from voxqueue.wyoming.requests import LiveTurns
 from voxqueue.wyoming.threads import in_thread

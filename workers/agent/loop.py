@@ -17,7 +17,7 @@ from typing import Any
 from voxqueue.budgets import SPEAK_CHARS, charged_device
 from voxqueue.celery_config import AGENT_RESUME, TOOLS_RUN
 from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
-from voxqueue.otel import span
+from voxqueue.observability.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.agent import messages as msg
 from workers.agent.context import measure_context

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 from voxqueue.budgets import SPEAK_CHARS, charged_device, counters
 from voxqueue.contracts import TtsJob
-from voxqueue.sentences import SentenceSplitter, cut_reply, ends_sentence
 from voxqueue.spoken import MarkdownFilter
+from voxqueue.spoken.sentences import SentenceSplitter, cut_reply, ends_sentence
 from workers.agent.providers.base import StreamStopped
 from workers.runtime import completion, handoff
 from workers.runtime.batching import BLOCKED_READ_S, Arrival

@@ -2,7 +2,7 @@
 
 Every worker process, whatever queues it consumes, runs the loop in a thread; one at a time
 does the work, holding a turn in Redis (as the broker's sweeper does,
-:func:`voxqueue.broker_sweeps.hold_sweep_turn_in`), so any worker layout fires timers and ends
+:func:`voxqueue.broker.sweeps.hold_sweep_turn_in`), so any worker layout fires timers and ends
 overdue turns. The holder sleeps on Redis (``BLPOP`` of a wake list) until the soonest of the
 next timer's due time, the nearest turn deadline and ``MAX_WAIT_S``, and renews its turn each
 round; adding a timer, or a turn due within ``MAX_WAIT_S``, pushes onto the wake list, so one
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from celery.signals import worker_ready, worker_shutdown
 
-from voxqueue.broker_sweeps import hold_sweep_turn_in, release_sweep_turn
+from voxqueue.broker.sweeps import hold_sweep_turn_in, release_sweep_turn
 from voxqueue.turns import HOUSEKEEPING_SLEEP_S, TurnStore
 from workers.housekeeping.sweep import end_overdue
 from workers.housekeeping.timers import fire_due

@@ -8,7 +8,7 @@ from typing import Any
 
 from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TTS_SPEAK
 from voxqueue.contracts.jobs import _Job
-from voxqueue.otel import inject
+from voxqueue.observability.otel import inject
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
 

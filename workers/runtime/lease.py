@@ -2,13 +2,13 @@
 
 kombu's Redis transport keeps every delivered, unacknowledged message in the ``unacked`` hash,
 with its delivery time in the ``unacked_index`` sorted set; each ``unacked_restore_interval``
-one worker process (``voxqueue.broker.QoS``) sweeps that index and puts back in its queue
+one worker process (``voxqueue.broker.transport.QoS``) sweeps that index and puts back in its queue
 whatever is older than the ``visibility_timeout``. With a short visibility timeout (the lease,
 a few seconds) that sweep would hand out running tasks too, so each worker process renews what
 it holds: every quarter lease it re-scores its own deliveries (``ZADD unacked_index XX now
 tag``). A worker that dies, in any pool, stops renewing, and its tasks are back in their queue
 one lease later. Every score, and the sweep's threshold, is Redis's time (``TIME`` inside the
-scripts of :mod:`voxqueue.broker_sweeps`), so hosts' clocks need not agree.
+scripts of :mod:`voxqueue.broker.sweeps`), so hosts' clocks need not agree.
 
 A task past its hard time limit loses its lease as well: the threads pool cannot stop a
 thread, so the task is handed to another worker, and the stuck one is fenced (its writes are
@@ -28,7 +28,7 @@ import redis
 import structlog
 from celery.exceptions import SoftTimeLimitExceeded
 
-from voxqueue.broker_sweeps import stamp_leases
+from voxqueue.broker.sweeps import stamp_leases
 
 log = structlog.get_logger("voxqueue.lease")
 

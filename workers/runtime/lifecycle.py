@@ -18,7 +18,7 @@ from celery.signals import (
     worker_ready,
 )
 
-from voxqueue.redaction import redact_event
+from voxqueue.observability.redaction import redact_event
 from voxqueue.settings import get_settings
 from workers.runtime import task_spans
 from workers.runtime.crash import warn_if_armed

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 from celery.signals import task_failure, task_postrun, task_prerun
 
-from voxqueue import otel
+from voxqueue.observability import otel
 from voxqueue.settings import get_settings
 
 _open: dict[tuple[str, int], otel.TaskSpan] = {}

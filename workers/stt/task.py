@@ -9,7 +9,7 @@ from celery import Task
 
 from voxqueue.celery_config import STT_TRANSCRIBE, TIME_LIMITS
 from voxqueue.contracts import AgentStep, ErrorCode, SttJob, TurnEvent
-from voxqueue.otel import span
+from voxqueue.observability.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.app import app
 from workers.intents import matcher_for

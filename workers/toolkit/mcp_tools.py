@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from voxqueue.redaction import redact_text
+from voxqueue.observability.redaction import redact_text
 from voxqueue.settings import Settings
 from workers.toolkit.egress import check_model_urls
 from workers.toolkit.mcp_sessions import McpSessions

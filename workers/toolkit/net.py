@@ -27,7 +27,7 @@ from urllib.parse import urljoin
 
 import httpx
 
-from voxqueue.redaction import is_secret_name, redact_text
+from voxqueue.observability.redaction import is_secret_name, redact_text
 from voxqueue.settings import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

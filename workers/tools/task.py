@@ -11,7 +11,7 @@ from celery import Task
 from voxqueue.celery_config import TIME_LIMITS, TOOLS_RUN
 from voxqueue.contracts import ToolCallJob, ToolOutcome
 from voxqueue.effects import Fenced
-from voxqueue.otel import span
+from voxqueue.observability.otel import span
 from workers.app import app
 from workers.runtime import join
 from workers.runtime.stage import Stage, begin, runtime_of

@@ -9,7 +9,7 @@ from celery import Task
 
 from voxqueue.celery_config import TIME_LIMITS, TTS_SPEAK
 from voxqueue.contracts import ErrorCode, EventType, TtsJob, TurnEvent
-from voxqueue.otel import span
+from voxqueue.observability.otel import span
 from voxqueue.settings import MissingKeyError
 from voxqueue.spoken import for_speech
 from workers.app import app

@@ -15,7 +15,7 @@ from voxqueue.client.direct import Client
 from voxqueue.settings import get_settings
 
 if TYPE_CHECKING:
-    from voxqueue.doctor import KeyReport
+    from voxqueue.observability.doctor import KeyReport
 
 out = Console()
 err = Console(stderr=True)
@@ -26,7 +26,7 @@ def trace(turn_id: str,
                                                         ".html picture of the waterfall.")] = None,
           ) -> None:
     """Show a turn's timeline as a waterfall: queue waits, providers, tools, speech."""
-    from voxqueue.timeline import print_waterfall, spans, write_picture
+    from voxqueue.observability.timeline import print_waterfall, spans, write_picture
     from voxqueue.turns import TurnNotFound
 
     with Client() as client:
@@ -44,8 +44,7 @@ def trace(turn_id: str,
 
 def doctor() -> None:
     """Check Redis, the workers of every queue, beat, Flower, providers and keys."""
-    from voxqueue.doctor import diagnose
-    from voxqueue.doctor_durability import durability_checks
+    from voxqueue.observability.doctor import diagnose, durability_checks
 
     found = diagnose(get_settings())
     checks = found.checks + durability_checks(get_settings())
@@ -65,7 +64,7 @@ def doctor() -> None:
 def _key_table(report: KeyReport, rows: int = 30) -> Table:
     """Memory per key family, largest first; a family whose keys must expire but do not is
     marked."""
-    from voxqueue.doctor import human_bytes
+    from voxqueue.observability.doctor import human_bytes
 
     table = Table("key family", "keys", "memory", "no TTL", box=None,
                   title="Redis memory per key family" + (
@@ -83,7 +82,7 @@ def exporter(port: Annotated[int | None, typer.Option(help="HTTP port for /metri
              address: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
              ) -> None:
     """Serve Prometheus metrics computed from the turns' events (one per deployment)."""
-    from voxqueue.metrics import Exporter
+    from voxqueue.observability.metrics import Exporter
 
     settings = get_settings()
     exp = Exporter(settings)

@@ -11,13 +11,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from voxqueue.cli_gateway import devices_app
-from voxqueue.cli_gateway import gateway as gateway_command
-from voxqueue.cli_observe import doctor, exporter, trace
-from voxqueue.cli_options import JsonOpt
-from voxqueue.cli_run import demo, up, worker
-from voxqueue.cli_sessions import sessions_app
-from voxqueue.cli_wyoming import wyoming as wyoming_command
+from voxqueue.cli.gateway import devices_app
+from voxqueue.cli.gateway import gateway as gateway_command
+from voxqueue.cli.gateway import wyoming as wyoming_command
+from voxqueue.cli.observe import doctor, exporter, trace
+from voxqueue.cli.options import JsonOpt
+from voxqueue.cli.run import demo, up, worker
+from voxqueue.cli.sessions import sessions_app
 from voxqueue.client.direct import InputError, Turn, Unavailable
 from voxqueue.client.gateway import connect_client
 from voxqueue.contracts import TurnResult
@@ -147,7 +147,7 @@ def _logs_to_stderr() -> None:
     worker configures its own logging when it starts (workers/runtime/lifecycle.py)."""
     import structlog
 
-    from voxqueue.redaction import redact_event
+    from voxqueue.observability.redaction import redact_event
 
     structlog.configure(
         processors=[structlog.processors.add_log_level, redact_event,

@@ -131,12 +131,10 @@ class Exporter:
 
     def _control(self) -> Any:
         if self._celery is None:
-            from celery import Celery
 
-            from voxqueue.celery_config import celery_config
+            from voxqueue.celery_config import make_celery
 
-            self._celery = Celery("voxqueue-exporter", set_as_current=False)
-            self._celery.conf.update(celery_config(self.settings))
+            self._celery = make_celery(self.settings, "voxqueue-exporter")
         return self._celery.control
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:

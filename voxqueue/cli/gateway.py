@@ -1,7 +1,12 @@
-"""``voxqueue gateway`` and ``voxqueue devices``: the devices' way in, and their tokens."""
+"""The ways in: ``voxqueue gateway`` and ``voxqueue devices`` (the devices' way in, and their
+tokens), and ``voxqueue wyoming`` (the queues as Home Assistant's speech to text, text to speech
+and conversation agent, over the Wyoming protocol).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import datetime
 from typing import Annotated
 
@@ -9,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from voxqueue.devices import DeviceError, DeviceRegistry
+from voxqueue.gateway.devices import DeviceError, DeviceRegistry
 from voxqueue.gateway.rules import session_of
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import connect
@@ -17,6 +22,7 @@ from voxqueue.sessions import Sessions
 from voxqueue.settings import Settings, get_settings
 
 out = Console()
+
 err = Console(stderr=True)
 
 devices_app = typer.Typer(help="Devices and their tokens (for the gateway).",
@@ -111,3 +117,24 @@ def _when(ts: float | None) -> str:
     if ts is None:
         return "never"
     return datetime.datetime.fromtimestamp(ts, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def wyoming(
+    uri: Annotated[str | None, typer.Option(
+        help="Where to listen: tcp://HOST:PORT or unix:///path "
+             "(default VOXQUEUE_WYOMING_URI, tcp://127.0.0.1:10300).")] = None,
+    zeroconf: Annotated[str | None, typer.Option(
+        help="Advertise _wyoming._tcp so Home Assistant discovers the server, under this "
+             "name ('' for the machine's MAC address).")] = None,
+) -> None:
+    """Serve Home Assistant (and any Wyoming client) from the queues: STT, TTS, agent."""
+    from voxqueue.wyoming.server import quiet_library_logs, serve
+    from workers.runtime.lifecycle import configure_logging
+
+    settings = get_settings()
+    if uri is not None:
+        settings = settings.model_copy(update={"wyoming_uri": uri})
+    configure_logging()
+    quiet_library_logs()
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(serve(settings, zeroconf_name=zeroconf))

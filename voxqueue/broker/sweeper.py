@@ -1,5 +1,5 @@
 """The sweeper, on kombu's side: the one process at a time that sweeps, and how its channels
-keep their in-flight lists alive (the sweeps themselves: :mod:`voxqueue.broker_sweeps`).
+keep their in-flight lists alive (the sweeps themselves: :mod:`voxqueue.broker.sweeps`).
 
 The sweeps of dead workers' messages (kombu's expired leases, our orphaned in-flight lists)
 need doing once a second, not by every process: one process holds the sweeper's turn and sweeps
@@ -23,9 +23,9 @@ from typing import Any
 from kombu.exceptions import InconsistencyError
 from kombu.transport import redis as kombu_redis
 
-from voxqueue.broker_sweeps import INFLIGHT_INDEX, hold_sweep_turn_in, restore_expired, sweep
+from voxqueue.broker.sweeps import INFLIGHT_INDEX, hold_sweep_turn_in, restore_expired, sweep
 
-log = logging.getLogger("voxqueue.broker")
+log = logging.getLogger("voxqueue.broker.transport")
 
 #: How often a process that does not hold the sweeper's turn tries to take it over.
 TAKEOVER_S = 2.5

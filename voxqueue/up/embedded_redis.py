@@ -16,8 +16,8 @@ from typing import IO
 
 import redis
 
-from voxqueue.child_process import Proc, start_child, terminate
 from voxqueue.settings import Settings
+from voxqueue.up.child_process import Proc, start_child, terminate
 
 #: Seconds ``start_embedded_redis`` waits for the embedded Redis to answer (it loads its data
 #: first: a big append-only file takes a while).

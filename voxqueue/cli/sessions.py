@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from voxqueue.cli_options import JsonOpt
+from voxqueue.cli.options import JsonOpt
 from voxqueue.settings import get_settings
 
 out = Console()

@@ -11,12 +11,12 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from voxqueue.embedded_redis import EMBEDDED_PORT, DataDirInUse, data_dir
-from voxqueue.flower_auth import flower_credentials
-from voxqueue.process_table import DEFAULT_PROCESSES, default_processes, parse_processes
 from voxqueue.redis_conn import redact
 from voxqueue.settings import QUEUES, get_settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.up.embedded_redis import EMBEDDED_PORT, DataDirInUse, data_dir
+from voxqueue.up.flower_auth import flower_credentials
+from voxqueue.up.process_table import DEFAULT_PROCESSES, default_processes, parse_processes
+from voxqueue.up.supervisor import Supervisor
 
 out = Console()
 err = Console(stderr=True)
@@ -113,7 +113,7 @@ def demo(
     mic: Annotated[bool, typer.Option("--mic", help="Ask through the microphone.")] = False,
 ) -> None:
     """Start everything on this machine, answer one spoken question, write the reply WAV."""
-    from voxqueue.demo import record_question, run_demo
+    from voxqueue.up.demo import record_question, run_demo
 
     question: Path | bytes | None = wav
     if mic:

@@ -9,18 +9,18 @@ Redis, and moves it from there into ``unacked`` in one transaction: a channel th
 list with ``BLMOVE queue inflight``; one that consumes several (``voxqueue worker``'s default,
 every queue; plain ``celery -A workers worker``; several priority steps) with a script that
 moves the first item of the first non-empty list, waiting on the lists' doorbells when all are
-empty (:mod:`voxqueue.broker_take`). The channel marks its in-flight lists alive at each take;
+empty (:mod:`voxqueue.broker.take`). The channel marks its in-flight lists alive at each take;
 a list whose channel stopped doing so for a lease is put back in its queue by the sweeper
-(:func:`voxqueue.broker_sweeps.sweep`, with kombu's restore). An item that is not a message
+(:func:`voxqueue.broker.sweeps.sweep`, with kombu's restore). An item that is not a message
 kombu can deliver (not JSON, say) goes from the in-flight list to the dead letters in one step
-(:mod:`voxqueue.dead_letters`), and the worker goes on. ``global_keyprefix`` is refused: the
+(:mod:`voxqueue.broker.dead_letters`), and the worker goes on. ``global_keyprefix`` is refused: the
 take's and the sweeps' keys are not prefixed.
 
 **Idle workers sleep.** An idle worker's cost is its wake-ups, so a take waits up to
 :data:`TAKE_WAIT_S` for a message (kombu's ``BRPOP``: 1 s; the take from several lists: one
 script and one ``XREAD`` per wait), and a channel that closes while taking drops the take's
 connection and puts back what it moved, instead of waiting for the reply. One process at a
-time sweeps (:mod:`voxqueue.broker_sweeper`).
+time sweeps (:mod:`voxqueue.broker.sweeper`).
 
 **Reconnection.** When the broker connection drops, a channel already released by its
 connection may still be used: to restore its unacknowledged messages while closing, or to
@@ -44,9 +44,10 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
-from voxqueue import broker_take
-from voxqueue.broker_sweeper import TAKEOVER_S, SweepingChannel, SweepingQoS, SweepingTransport
-from voxqueue.broker_sweeps import (
+from voxqueue.broker import take as broker_take
+from voxqueue.broker.dead_letters import bury
+from voxqueue.broker.sweeper import TAKEOVER_S, SweepingChannel, SweepingQoS, SweepingTransport
+from voxqueue.broker.sweeps import (
     INFLIGHT_INDEX,
     give_back,
     hold_sweep_turn_in,
@@ -54,23 +55,22 @@ from voxqueue.broker_sweeps import (
     stamp_leases,
     sweep,
 )
-from voxqueue.broker_take import ring_commands, take_any_command, taken, wait_command
-from voxqueue.dead_letters import bury
+from voxqueue.broker.take import ring_commands, take_any_command, taken, wait_command
 
 __all__ = ["INFLIGHT_INDEX", "TAKEOVER_S", "TAKE_WAIT_S", "Channel", "QoS", "Transport",
            "hold_sweep_turn_in", "inflight_key", "sweep"]
 
-log = logging.getLogger("voxqueue.broker")
+log = logging.getLogger("voxqueue.broker.transport")
 
 #: Longest wait of one take (``BLMOVE``) for a message; at most half the lease, since the
 #: channel marks itself alive for a lease as each take begins.
 TAKE_WAIT_S = 2.5
 
 #: Why a channel with ``global_keyprefix`` refuses to open.
-NO_KEYPREFIX = ("voxqueue's broker (voxqueue.broker:Transport) does not support the transport "
-                "option global_keyprefix: its lossless take and its sweeps use keys without the "
-                "prefix. Give voxqueue a Redis database of its own instead (VOXQUEUE_REDIS_URL="
-                "redis://host:6379/N) and remove global_keyprefix.")
+NO_KEYPREFIX = ("voxqueue's broker (voxqueue.broker.transport:Transport) does not support the "
+                "transport option global_keyprefix: its lossless take and its sweeps use keys "
+                "without the prefix. Give voxqueue a Redis database of its own instead "
+                "(VOXQUEUE_REDIS_URL=redis://host:6379/N) and remove global_keyprefix.")
 
 
 class Message(virtual.Message):
@@ -145,7 +145,7 @@ class Channel(SweepingChannel):
 
     # -- publishing: the push and its doorbell in one round trip ---------------------------------
     def _put(self, queue: str, message: Any, **kwargs: Any) -> None:
-        """kombu's push, and the ring of its list's doorbell (see ``voxqueue.broker_take``)."""
+        """kombu's push, and the ring of its list's doorbell (see ``voxqueue.broker.take``)."""
         key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
         batch = kwargs.get("_publish_batch")
         if batch is not None:

@@ -1,6 +1,6 @@
 """What any worker process may sweep, and whose turn it is: the in-flight lists of
-:mod:`voxqueue.broker`'s channels (a dead channel's list goes back to its queue), and the one
-process at a time that holds a sweep's turn.
+:mod:`voxqueue.broker.transport`'s channels (a dead channel's list goes back to its queue), and
+the one process at a time that holds a sweep's turn.
 
 Leases are measured on Redis's clock, never a host's: a delivery's lease is stamped
 (:func:`stamp_leases`) and judged expired (:func:`sweep`) with ``TIME`` inside the scripts, so
@@ -17,7 +17,7 @@ from kombu.transport import redis as kombu_redis
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import loads
 
-from voxqueue.broker_take import BELL, BELL_TTL_MS, RING_LUA, bell_key
+from voxqueue.broker.take import BELL, BELL_TTL_MS, RING_LUA, bell_key
 
 #: The set of every channel's in-flight list, and the lists' prefix.
 INFLIGHT_INDEX = "_voxqueue.inflight"

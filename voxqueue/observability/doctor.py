@@ -1,4 +1,9 @@
-"""``voxqueue doctor``: check everything a deployment needs and say how to fix what is wrong."""
+"""``voxqueue doctor``: check everything a deployment needs and say how to fix what is wrong.
+
+Among them (:func:`durability_checks`), what keeps data and work from being lost: where ``voxqueue
+up`` keeps its data, Redis's fsync policy, whether a worker runs the housekeeping loop, and
+crash points armed by accident.
+"""
 
 from __future__ import annotations
 
@@ -11,11 +16,13 @@ from typing import Any
 
 import redis
 
-from voxqueue.dead_letters import doctor_rows
-from voxqueue.flower_auth import OLD_FLOWER_PASSWORD, flower_password_file
+from voxqueue.broker.dead_letters import doctor_rows
+from voxqueue.broker.sweeps import sweep_turn_holder
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import redact
 from voxqueue.settings import QUEUES, Settings, whisper_installed
+from voxqueue.up.embedded_redis import data_dir, data_dir_holder
+from voxqueue.up.flower_auth import OLD_FLOWER_PASSWORD, flower_password_file
 
 
 @dataclass(frozen=True)
@@ -61,12 +68,10 @@ def check_persistence(client: redis.Redis) -> list[Check]:
 
 
 def check_workers(settings: Settings) -> list[Check]:
-    from celery import Celery
 
-    from voxqueue.celery_config import celery_config
+    from voxqueue.celery_config import make_celery
 
-    app = Celery("voxqueue-doctor", set_as_current=False)
-    app.conf.update(celery_config(settings))
+    app = make_celery(settings, "voxqueue-doctor")
     try:
         active = app.control.inspect(timeout=1.5).active_queues() or {}
     except Exception as exc:
@@ -173,16 +178,21 @@ def stt_check(settings: Settings) -> Check:
 # -- memory per key family -------------------------------------------------------------------
 #: How many keys ``scan_key_families`` looks at, at most (it stays fast on a big Redis).
 SCAN_LIMIT = 20_000
+
 #: In our keys, the segment after one of these is an id (``vq:turn:<id>:events``).
 _ID_FOLLOWS = frozenset({"turn", "session", "device", "monitor", "owner", "tool", "deliveries",
                          "done", "crash-plan", "crash-fired"})
+
 #: Our key families that belong to one turn, session or job: every key must expire.
 _MUST_EXPIRE = frozenset({"turn", "session", "deliveries", "done", "crash-plan", "crash-fired"})
+
 #: Celery's own keys: the queues (a priority suffix, "\\x06\\x16" and a digit, joins its queue)
 #: and the unacked messages of late acks.
 _CELERY_KEYS = frozenset({*QUEUES, "unacked", "unacked_index", "unacked_mutex"})
+
 _CELERY_META = re.compile(r"(celery-task-meta-|chord-unlock-)(.+)|(celery-taskset-meta-)(.+?)"
                           r"(\.[jtsdc])?")
+
 _PRIORITY = re.compile(r"\x06\x16\d+$")
 
 
@@ -344,3 +354,64 @@ def diagnose(settings: Settings) -> Diagnosis:
 
 def run_checks(settings: Settings) -> list[Check]:
     return diagnose(settings).checks
+
+
+def check_data_dir(settings: Settings) -> Check:
+    folder = data_dir(settings)
+    holder = data_dir_holder(folder)
+    state = f"in use by voxqueue up (pid {holder})" if holder else "no voxqueue up uses it now"
+    return Check("data folder", True, f"{folder}: the embedded Redis's data, kept from one "
+                 f"voxqueue up to the next ({state}; VOXQUEUE_DATA_DIR)")
+
+
+def check_crash_points(settings: Settings) -> Check:
+    if not settings.crash_at:
+        return Check("crash points", True, "disarmed")
+    return Check("crash points", False, f"VOXQUEUE_CRASH_AT={settings.crash_at}: workers "
+                 "SIGKILL themselves at these points (for tests only)",
+                 "unset VOXQUEUE_CRASH_AT (in the environment or a .env file)", warning=True)
+
+
+def check_appendfsync(client: redis.Redis, settings: Settings) -> Check:
+    try:
+        conf: Any = client.config_get("appendfsync")
+    except redis.RedisError:
+        return Check("redis fsync", True, "CONFIG not allowed: not checked", warning=True)
+    value = conf.get(b"appendfsync") or conf.get("appendfsync")
+    value = value.decode() if isinstance(value, bytes) else str(value)
+    if value in ("always", settings.redis_appendfsync):
+        return Check("redis fsync", True, f"appendfsync {value}" + (
+            ": an acknowledged write survives a crash of Redis or of the machine"
+            if value == "always" else " (VOXQUEUE_REDIS_APPENDFSYNC: a machine's crash can "
+            "lose a second of writes)"))
+    return Check("redis fsync", False, f"appendfsync {value}: a crash of the machine can lose "
+                 "acknowledged writes, undoing a once-claim after its effect",
+                 "run redis-server with --appendfsync always (or accept it: "
+                 f"VOXQUEUE_REDIS_APPENDFSYNC={value})", warning=True)
+
+
+def check_housekeeping(client: redis.Redis, settings: Settings) -> Check:
+    try:
+        holder = sweep_turn_holder(client, Keys(settings.key_prefix).housekeeping_turn())
+    except redis.RedisError as exc:
+        return Check("housekeeping", False, str(exc), "check Redis")
+    if holder:
+        return Check("housekeeping", True, f"timers fire and overdue turns end in {holder}")
+    return Check("housekeeping", False, "no worker runs the housekeeping loop: timers do not "
+                 "fire and overdue turns are not ended", "start a worker (any queue): "
+                 "voxqueue worker, or voxqueue up", warning=True)
+
+
+def durability_checks(settings: Settings) -> list[Check]:
+    """Every check of this module (those of Redis only when it answers)."""
+    out = [check_data_dir(settings), check_crash_points(settings)]
+    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2,
+                                  socket_timeout=3)
+    try:
+        client.ping()
+    except redis.RedisError:
+        return out
+    try:
+        return [*out, check_appendfsync(client, settings), check_housekeeping(client, settings)]
+    finally:
+        client.close()

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from voxqueue.child_process import Proc, kill_group, start_child, terminate
-from voxqueue.embedded_redis import (
+from voxqueue.redis_conn import redact
+from voxqueue.settings import QUEUES, Settings
+from voxqueue.up.child_process import Proc, kill_group, start_child, terminate
+from voxqueue.up.embedded_redis import (
     EMBEDDED_PORT,
     data_dir,
     embedded_redis_url,
@@ -26,17 +28,15 @@ from voxqueue.embedded_redis import (
     redis_answers,
     start_embedded_redis,
 )
-from voxqueue.flower_auth import flower_credentials
-from voxqueue.process_table import (
+from voxqueue.up.flower_auth import flower_credentials
+from voxqueue.up.process_table import (
     BEAT_SCHEDULER,
     DEFAULT_POOLS,
     FLOWER_NO_EVENTS_ASK,
     HEARTBEAT_S,
     worker_names,
 )
-from voxqueue.redis_conn import redact
-from voxqueue.restarts import RestartPolicy, log_to_stderr, respawn, schedule_restart
-from voxqueue.settings import QUEUES, Settings
+from voxqueue.up.restarts import RestartPolicy, log_to_stderr, respawn, schedule_restart
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Supervisor:
         """The Redis URL to use, starting an embedded server when none answers.
 
         Returns the URL and whether it is embedded. The embedded server keeps its data in
-        :func:`~voxqueue.embedded_redis.data_dir`, locked against a second ``up``
+        :func:`~voxqueue.up.embedded_redis.data_dir`, locked against a second ``up``
         (``DataDirInUse``); it is a child like the others: restarted if it dies, stopped last.
         """
         url = self.settings.redis_url
@@ -116,7 +116,7 @@ class Supervisor:
                 FLOWER_NO_EVENTS_ASK]
 
     def flower_env(self) -> dict[str, str]:
-        """Flower's basic auth (see :func:`voxqueue.flower_auth.flower_credentials`), through
+        """Flower's basic auth (see :func:`voxqueue.up.flower_auth.flower_credentials`), through
         the environment: never on a command line that ``ps`` shows."""
         creds = flower_credentials(self.settings)
         return {"FLOWER_BASIC_AUTH": f"{creds.user}:{creds.password}"}
@@ -147,14 +147,12 @@ class Supervisor:
                          names: Iterable[str] = ()) -> None:
         """Block until a worker answers a ping on each queue, and every worker named in
         ``names`` (``-n NAME@host``) answers."""
-        from celery import Celery
 
-        from voxqueue.celery_config import celery_config
+        from voxqueue.celery_config import make_celery
 
         wanted = set(queues)
         wanted_names = set(names)
-        app = Celery("voxqueue-probe", set_as_current=False)
-        app.conf.update(celery_config(self.settings))
+        app = make_celery(self.settings, "voxqueue-probe")
         give_up = time.time() + timeout
         try:
             while time.time() < give_up:

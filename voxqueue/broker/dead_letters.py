@@ -1,8 +1,8 @@
 """Queue items that are not messages go to a dead-letter list, never back to their queue.
 
-A non-JSON item on a queue (a bug, an operator's ``redis-cli LPUSH``, another program on the
-same database), or JSON that kombu cannot deliver as a message, would stop every worker that
-takes it: the broker's take (:mod:`voxqueue.broker`) moves it from the taker's in-flight list to
+A non-JSON item on a queue (a bug, an operator's ``redis-cli LPUSH``, another program on the same
+database), or JSON that kombu cannot deliver as a message, would stop every worker that takes it:
+the broker's take (:mod:`voxqueue.broker.transport`) moves it from the taker's in-flight list to
 :data:`DEAD_LETTER` instead, in one script (it is never in both lists, nor in neither), keeps the
 newest :data:`DEAD_LETTER_MAX`, and logs its first bytes. ``voxqueue doctor`` shows them.
 """
@@ -24,7 +24,7 @@ DEAD_LETTER_MAX = 1000
 #: How many of an item's first bytes a log line and ``voxqueue doctor`` show.
 HEAD_BYTES = 32
 
-log = logging.getLogger("voxqueue.broker")
+log = logging.getLogger("voxqueue.broker.transport")
 
 # KEYS: the in-flight list, the dead-letter list; ARGV: the item, its entry, the bound. The
 # item leaves the in-flight list and its entry joins the dead letters in one step (0: the item

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from voxqueue.child_process import Proc, kill_group, spawn
+from voxqueue.up.child_process import Proc, kill_group, spawn
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from rich.table import Table
 from voxqueue.client.direct import Client
 from voxqueue.contracts import TurnResult
 from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.up.supervisor import Supervisor
 
 SAMPLE = "what_is_twelve_times_thirteen.wav"
 

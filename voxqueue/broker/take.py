@@ -1,5 +1,5 @@
-"""The commands of :mod:`voxqueue.broker`'s take from several lists, its doorbells, and the
-test-only crash point after a take.
+"""The commands of :mod:`voxqueue.broker.transport`'s take from several lists, its doorbells, and
+the test-only crash point after a take.
 
 ``BLMOVE`` waits on one list only. A channel that consumes several (several queues, or one
 queue's priority lists) alternates two commands instead: :data:`TAKE_ANY`, a script that moves
