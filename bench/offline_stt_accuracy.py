@@ -28,9 +28,9 @@ from bench.harness import bench_system, percentile
 from testkit import SPEECH
 from voxqueue.settings import Settings
 from workers.intents import IntentMatcher, matcher_for
-from workers.intents.numbers import words_to_numbers
+from workers.intents.words_to_numbers import words_to_numbers
 from workers.stt.providers.base import Transcriber
-from workers.toolkit.assembly import assemble_tools
+from workers.tool_registry.assembly import assemble_tools
 from workers.tools.builtin.safe_math import CalculationError, evaluate
 
 #: What the shared fixtures' commands must call (written down, not read from the matcher).

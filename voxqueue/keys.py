@@ -64,7 +64,7 @@ class Keys:
 
     def deliveries(self, task_id: str) -> str:
         """Counter: how many times a job was delivered (bounds redelivery). Its value is the
-        newest attempt, the fence: only that attempt may write (:mod:`voxqueue.effects`)."""
+        newest attempt, the fence: only that attempt may write (:mod:`voxqueue.once`)."""
         return f"{self.prefix}:deliveries:{task_id}"
 
     def job_done(self, task_id: str) -> str:

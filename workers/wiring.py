@@ -20,9 +20,9 @@ from workers.agent.providers.base import ChatModel
 from workers.housekeeping.beat_scheduler import beat_config
 from workers.runtime.resources import Builders, Runtime
 from workers.stt.providers import select_transcriber
-from workers.toolkit import catalogue
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.registry import Tool, ToolRegistry
+from workers.tool_registry import catalogue
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.registry import Tool, ToolRegistry
 from workers.tts.providers import select_synthesizer
 
 log = structlog.get_logger("voxqueue.worker")

@@ -22,7 +22,7 @@ from tests.structure.import_graph import ROOT, Graph, build
 #: Folders of workers/ that hold one queue's code (housekeeping: beat's own tasks).
 QUEUE_FOLDERS = frozenset({"stt", "agent", "tools", "tts", "monitor", "housekeeping"})
 #: Folders of workers/ that every queue may use; they use no queue's folder.
-SHARED_FOLDERS = frozenset({"runtime", "toolkit", "intents"})
+SHARED_FOLDERS = frozenset({"runtime", "tool_registry", "intents"})
 #: Where the parts are put together: the only modules that may import every folder.
 COMPOSITION = frozenset({"workers", "workers.app", "workers.wiring"})
 #: voxqueue's command-line modules (``voxqueue.cli`` and its modules, ``voxqueue.cli_settings_doc``)

@@ -29,9 +29,9 @@ from workers.agent.history import History
 from workers.agent.opening import history_of, open_turn
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
-from workers.toolkit.confirm import CONFIRMED_FIELD, question_for
-from workers.toolkit.context import ToolCall
-from workers.toolkit.registry import ToolRegistry
+from workers.tool_registry.confirm import CONFIRMED_FIELD, question_for
+from workers.tool_registry.context import ToolCall
+from workers.tool_registry.registry import ToolRegistry
 from workers.tools.executor import run_tool_call
 from workers.tools.guard import TurnGuard
 from workers.wiring import runtime_for

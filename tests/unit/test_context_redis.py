@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from voxqueue.contracts import TurnSpec
-from voxqueue.effects import Once
 from voxqueue.keys import Keys
+from voxqueue.once import Once
 from voxqueue.sessions import Sessions
 from voxqueue.settings import Settings
 from workers.agent import messages as msg

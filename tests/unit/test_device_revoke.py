@@ -14,7 +14,7 @@ from voxqueue.keys import Keys
 from voxqueue.sessions import Sessions
 from voxqueue.settings import Settings, get_settings
 from workers.monitor.monitors import Monitor, MonitorStore
-from workers.toolkit.timer_store import TimerStore
+from workers.tool_registry.timer_store import TimerStore
 
 DB = 11
 

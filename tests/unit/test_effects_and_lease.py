@@ -14,7 +14,7 @@ import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from kombu import Connection
 
-from voxqueue.effects import Fence, Fenced, Once
+from voxqueue.once import Fence, Fenced, Once
 from workers.runtime.lease import LeaseKeeper
 
 DB = 4

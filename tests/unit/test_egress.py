@@ -19,9 +19,9 @@ from voxqueue.settings import Settings
 from workers.monitor.monitors import MonitorStore
 from workers.monitor.tools import create_monitor
 from workers.runtime.resources import Runtime
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.context import ToolCall, set_current_call
-from workers.toolkit.egress import (
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.context import ToolCall, set_current_call
+from workers.tool_registry.egress import (
     MAX_LINKS_PER_PAGE,
     Egress,
     EgressRefused,
@@ -31,7 +31,7 @@ from workers.toolkit.egress import (
     links_on_page,
     urls_said,
 )
-from workers.toolkit.taint import taint_writes
+from workers.tool_registry.taint import taint_writes
 from workers.tools.executor import run_tool_call
 from workers.wiring import runtime_for
 

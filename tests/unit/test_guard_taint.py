@@ -19,10 +19,10 @@ from workers.agent.alert_data import HEADER
 from workers.agent.opening import history_of, open_turn
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.context import ToolCall, current_call, use_runtime
-from workers.toolkit.policy import cap_calls, capped_message, host_in, is_yes, named_hosts
-from workers.toolkit.registry import Tool, ToolRegistry, tool
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.context import ToolCall, current_call, use_runtime
+from workers.tool_registry.policy import cap_calls, capped_message, host_in, is_yes, named_hosts
+from workers.tool_registry.registry import Tool, ToolRegistry, tool
 from workers.tools.executor import run_tool_call
 from workers.tools.guard import TurnGuard
 from workers.wiring import runtime_for

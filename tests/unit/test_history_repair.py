@@ -96,7 +96,7 @@ def test_a_turn_that_ended_writes_no_more_history(redis_server):
 
 def test_a_zombie_cannot_replace_the_history(redis_server):
     """Compaction and the repair swap the whole list: only the job's newest attempt may."""
-    from voxqueue.effects import Fence
+    from voxqueue.once import Fence
     from workers.agent.history import History
 
     r = redis.Redis.from_url(redis_server.url[:-1] + str(DB))

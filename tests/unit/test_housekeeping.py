@@ -15,7 +15,7 @@ from voxqueue.contracts import TurnSpec
 from voxqueue.keys import Keys
 from voxqueue.turns import TurnStore
 from workers.housekeeping.loop import Housekeeper
-from workers.toolkit.timer_store import TimerStore
+from workers.tool_registry.timer_store import TimerStore
 
 DB = 13
 

@@ -18,8 +18,8 @@ from workers.agent.providers.prefer_local import PreferLocal
 from workers.intents import IntentMatcher, matcher_for
 from workers.intents.corpus import command_lines
 from workers.intents.responses import apology, error_gist, offline_reply, render_result
-from workers.toolkit.registry import ToolRegistry, tool
-from workers.toolkit.reply import ToolReply
+from workers.tool_registry.registry import ToolRegistry, tool
+from workers.tool_registry.reply import ToolReply
 
 
 # -- a registry of test tools (plain functions, as tool authors write them) ----------------
@@ -319,7 +319,7 @@ def history(*texts: str) -> list[dict[str, Any]]:
 
 def run_tools(registry: ToolRegistry, answer: Answer) -> list[dict[str, Any]]:
     """What the agent loop appends after a tool-call answer (with the real tools run)."""
-    from workers.toolkit.context import ToolCall
+    from workers.tool_registry.context import ToolCall
     from workers.tools.executor import run_tool_call
 
     out = [msg.assistant_tool_calls([c.as_dict() for c in answer.tool_calls])]

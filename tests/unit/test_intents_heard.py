@@ -8,8 +8,8 @@ import pytest
 from voxqueue.settings import Settings
 from workers.intents import IntentMatcher, matcher_for
 from workers.intents.matcher import prepared, restored
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.registry import Tool
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.registry import Tool
 from workers.tools.builtin.math_tools import calculate
 from workers.tools.builtin.web import fetch_url
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import redis
 
-from voxqueue.effects import Fence, Once, deliver_in
+from voxqueue.once import Fence, Once, deliver_in
 from voxqueue.redis_conn import connect
 from voxqueue.settings import Settings
 

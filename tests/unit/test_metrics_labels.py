@@ -8,7 +8,7 @@ import uuid
 from voxqueue.contracts import TurnSpec
 from voxqueue.observability.metrics import OTHER_TOOL, Exporter, TurnMetrics
 from voxqueue.settings import Settings
-from workers.toolkit.listing import offered_tool_names
+from workers.tool_registry.listing import offered_tool_names
 
 
 def tool_series(metrics: TurnMetrics) -> dict[str, float]:

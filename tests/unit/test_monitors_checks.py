@@ -257,7 +257,7 @@ def test_a_worker_that_answers_late_is_not_reported_missing(rt, monkeypatch):
         late = {"agent": 1} if timeout_s > 1 else {}  # the agent worker answers after 1 s
         return {"agent": 0, "stt": 0, **late}
 
-    monkeypatch.setattr("workers.toolkit.probes.live_workers", live_workers)
+    monkeypatch.setattr("workers.tool_registry.probes.live_workers", live_workers)
     monitor = Monitor(name="w", kind="workers_missing", target="agent,stt", every=5)
     result = checks.run_check(monitor, rt)
     assert result.state == "alerting" and result.detail.startswith("no worker serves stt ")

@@ -17,7 +17,7 @@ from workers.intents import IntentMatcher
 from workers.intents.vocabulary import spoken_values
 from workers.runtime.retry import ProviderError
 from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
-from workers.toolkit.assembly import assemble_tools
+from workers.tool_registry.assembly import assemble_tools
 from workers.tts.providers.piper_tts import PIECE_BYTES, PiperSynthesizer
 
 MANIFEST = json.loads((SPEECH / "manifest.json").read_text())

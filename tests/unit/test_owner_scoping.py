@@ -21,8 +21,8 @@ from workers.monitor import tools as monitor_tools
 from workers.monitor.checks import run_check
 from workers.monitor.monitors import Monitor, MonitorStore, from_settings, scoped_name
 from workers.runtime.resources import Runtime
-from workers.toolkit.context import ToolCall, owner, set_current_call, use_runtime
-from workers.toolkit.timer_store import TimerStore
+from workers.tool_registry.context import ToolCall, owner, set_current_call, use_runtime
+from workers.tool_registry.timer_store import TimerStore
 from workers.tools.builtin import home, memory, timers
 from workers.wiring import runtime_for
 

@@ -11,9 +11,9 @@ import pytest
 from tests.conftest import SPEECH
 from voxqueue.settings import Settings
 from workers.intents.endings import sounds_unfinished
-from workers.stt.providers.base import Listener
+from workers.stt.providers.base import LiveTranscriber
 from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
-from workers.toolkit.assembly import assemble_tools
+from workers.tool_registry.assembly import assemble_tools
 
 PIECE = 1920  # 60 ms, as a device streams it
 
@@ -47,7 +47,7 @@ def heard(stt: PocketsphinxTranscriber, pcm: bytes, *, finish_at: int | None = N
 
 
 def test_pocketsphinx_is_a_listener(stt):
-    assert isinstance(stt, Listener)
+    assert isinstance(stt, LiveTranscriber)
 
 
 @pytest.mark.parametrize("name", ["okay_nabu_timer.wav", "command_multiply.wav",

@@ -18,7 +18,7 @@ from voxqueue.observability.redaction import (
     redact_url,
 )
 from voxqueue.settings import Settings
-from workers.toolkit.mcp_tools import mcp_tools, servers
+from workers.tool_registry.mcp_tools import mcp_tools, servers
 
 SECRET = "s3cr3t-VALUE-9f8e7d"
 

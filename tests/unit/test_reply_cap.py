@@ -17,7 +17,7 @@ from voxqueue.budgets import SPEAK_CHARS, counters
 from voxqueue.contracts import TurnSpec
 from voxqueue.settings import Settings
 from voxqueue.spoken.sentences import SentenceSplitter, cut_reply, ends_sentence
-from workers.agent.speech import Speaker
+from workers.agent.reply_sentences import Speaker
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
 from workers.wiring import runtime_for

@@ -16,7 +16,7 @@ import pytest
 from tests.unit.runtimes import installed
 from voxqueue.contracts import TtsJob, TurnSpec
 from voxqueue.settings import Settings
-from workers.agent.speech import Speaker
+from workers.agent.reply_sentences import Speaker
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
 from workers.wiring import runtime_for

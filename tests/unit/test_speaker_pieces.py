@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from tests.unit.test_speaker_filter import new_speaker, pieces_of, sent_jobs, speaker_runtime
-from voxqueue.effects import Fenced
-from workers.agent import speech
-from workers.agent.speech import Speaker
+from voxqueue.once import Fenced
+from workers.agent import reply_sentences
+from workers.agent.reply_sentences import Speaker
 from workers.runtime import completion, handoff
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
@@ -56,7 +56,7 @@ def test_later_sentences_are_gathered_while_the_listener_has_enough(rt):
 
 
 def test_a_piece_holds_at_most_max_piece_chars(rt, monkeypatch):
-    monkeypatch.setattr(speech, "MAX_PIECE_CHARS", 70)
+    monkeypatch.setattr(reply_sentences, "MAX_PIECE_CHARS", 70)
     speaker = new_speaker(rt)
     fake_clock(speaker)
     speaker.on_text(FIRST + "".join(LATER))

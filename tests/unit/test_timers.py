@@ -6,7 +6,7 @@ import contextvars
 import threading
 import time
 
-from workers.runtime.timers import Timers
+from workers.runtime.delayed_calls import Timers
 
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
 

@@ -13,9 +13,9 @@ import redis
 from tests.unit.test_tools_registry import ECHO_SERVER
 from voxqueue.keys import Keys
 from voxqueue.settings import Settings
-from workers.toolkit import catalogue
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.registry import Tool, ToolRegistry
+from workers.tool_registry import catalogue
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.registry import Tool, ToolRegistry
 from workers.wiring import runtime_for
 
 

@@ -17,10 +17,10 @@ from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.settings import Settings
 from workers.runtime.resources import Runtime
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.context import ToolCall, owner, runtime, set_current_call, use_runtime
-from workers.toolkit.net import BlockedURLError, RedirectRefusedError
-from workers.toolkit.timer_store import TimerStore
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.context import ToolCall, owner, runtime, set_current_call, use_runtime
+from workers.tool_registry.net import BlockedURLError, RedirectRefusedError
+from workers.tool_registry.timer_store import TimerStore
 from workers.tools.builtin import (
     chance,
     feeds,

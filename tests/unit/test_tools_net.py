@@ -14,7 +14,7 @@ import pytest
 
 from testkit.fakes.http_services import FakeServices
 from voxqueue.settings import Settings
-from workers.toolkit.net import (
+from workers.tool_registry.net import (
     Allowlist,
     BlockedURLError,
     RedirectRefusedError,

@@ -15,13 +15,13 @@ import pytest
 from tests.conftest import ROOT, free_port
 from tests.unit.runtimes import installed
 from voxqueue.settings import Settings
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.context import ToolCall
-from workers.toolkit.listing import print_tools
-from workers.toolkit.mcp_tools import McpServer, _tool_name, mcp_tools
-from workers.toolkit.plugins import load_entry_points
-from workers.toolkit.registry import ToolRegistry
-from workers.toolkit.reply import ToolReply
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.context import ToolCall
+from workers.tool_registry.listing import print_tools
+from workers.tool_registry.mcp_tools import McpServer, _tool_name, mcp_tools
+from workers.tool_registry.plugins import load_entry_points
+from workers.tool_registry.registry import ToolRegistry
+from workers.tool_registry.reply import ToolReply
 from workers.tools.executor import run_tool_call
 from workers.wiring import runtime_for
 

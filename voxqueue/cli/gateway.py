@@ -81,7 +81,7 @@ def devices_revoke(
 def forget_device(settings: Settings, name: str) -> dict[str, int]:
     """Delete what device ``name`` left behind; returns how many of each kind."""
     from workers.monitor.monitors import MonitorStore
-    from workers.toolkit.timer_store import TimerStore
+    from workers.tool_registry.timer_store import TimerStore
 
     r, keys = connect(settings), Keys(settings.key_prefix)
     owner = f"device:{name}"

@@ -109,7 +109,7 @@ def say(wav: Path, session: SessionOpt = None, audio_out: AudioOpt = None,
 
 def tools(json: JsonOpt = False) -> None:
     """List the tools the workers offer, with their schemas (built-ins, modules, plugins, MCP)."""
-    from workers.toolkit.listing import print_tools
+    from workers.tool_registry.listing import print_tools
 
     print_tools(json)
 

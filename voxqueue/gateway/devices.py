@@ -29,7 +29,7 @@ class DeviceError(ValueError):
 
 
 @dataclass(frozen=True)
-class Device:
+class RegisteredDevice:
     name: str
     created_at: float
     last_seen: float | None = None
@@ -67,14 +67,14 @@ class DeviceRegistry:
         pipe.hdel(self.keys.devices(), name)
         pipe.execute()
 
-    def list(self) -> list[Device]:
+    def list(self) -> list[RegisteredDevice]:
         raw: Any = self.r.hgetall(self.keys.devices())
         seen: Any = self.r.hgetall(self.keys.device_seen())
         out = []
         for name, record in sorted(raw.items()):
             key = name.decode() if isinstance(name, bytes) else name
             last = seen.get(name)
-            out.append(Device(key, float(json.loads(record)["created_at"]),
+            out.append(RegisteredDevice(key, float(json.loads(record)["created_at"]),
                               float(last) if last is not None else None))
         return out
 

@@ -121,7 +121,7 @@ class Exporter:
         self.redis = connect(settings)
         self.store = TurnStore(self.redis, self.keys, settings.turn_ttl_s, settings.session_ttl_s)
         if tool_names is None:
-            from workers.toolkit.listing import offered_tool_names
+            from workers.tool_registry.listing import offered_tool_names
 
             tool_names = offered_tool_names(settings)
         self.metrics = TurnMetrics(tool_names)

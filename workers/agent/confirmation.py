@@ -5,13 +5,13 @@ run by the system itself when the same device's next turn is a plain yes.
 Asking (``ask``, in the step after the tools): the first held-back call of the answer, in call
 order, becomes the session's one pending action (``PendingAction``: tool and raw arguments,
 the asking turn and device, ``VOXQUEUE_CONFIRM_TTL_S``), and its question ("Unlock the front
-door?", ``workers.toolkit.confirm``) is the turn's reply in place of the model's: spoken,
+door?", ``workers.tool_registry.confirm``) is the turn's reply in place of the model's: spoken,
 shown and kept in the history. The other held-back calls are told they need their own
 confirmation later.
 
 Answering (``take``, at the opening of every turn of the session): the pending action is taken
 atomically by the session's next turn, whatever it says, so it is answered once. It counts as
-confirmed only when that turn's words are a plain yes (``workers.toolkit.policy.is_yes``), it
+confirmed only when that turn's words are a plain yes (``workers.tool_registry.policy.is_yes``), it
 comes from the device that heard the question, it was begun after the question was put, and
 the asking turn ended ``ok`` (the question was played). The confirming turn then runs exactly
 that call, as a step the system answered itself (``confirmed_answer``): a normal tool run (its
@@ -30,11 +30,11 @@ from pydantic import ValidationError
 
 from voxqueue.contracts import ToolOutcome
 from voxqueue.contracts.confirm import PendingAction
-from voxqueue.effects import Once
+from voxqueue.once import Once
 from workers.agent import messages as msg
 from workers.runtime.stage import Stage
-from workers.toolkit.confirm import CONFIRMED_FIELD, NEEDS_CONFIRMATION, question_for
-from workers.toolkit.policy import is_yes
+from workers.tool_registry.confirm import CONFIRMED_FIELD, NEEDS_CONFIRMATION, question_for
+from workers.tool_registry.policy import is_yes
 
 # KEYS: the session's pending action, this turn's hash, the asking turn's end flag.
 # ARGV: the field, the pending action as read, 1 if this turn's words are a yes, this turn's

@@ -25,12 +25,12 @@ from workers.agent.context.accounting import record_step_in
 from workers.agent.history import History
 from workers.agent.opening import Opened, history_of
 from workers.agent.providers.base import Answer, StreamStopped, ToolCallRequest
-from workers.agent.speech import Speaker
+from workers.agent.reply_sentences import Speaker
 from workers.runtime import completion, ending, handoff
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage
 from workers.runtime.trust import effect_problem
-from workers.toolkit.policy import cap_calls
+from workers.tool_registry.policy import cap_calls
 
 
 def run_step(stage: Stage, job: AgentStep, opened: Opened, reply_chars: int = 0) -> None:

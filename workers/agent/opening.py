@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from voxqueue.contracts import AgentStep, EventType
-from voxqueue.effects import Once
+from voxqueue.once import Once
 from voxqueue.settings import MissingKeyError
 from workers.agent import confirmation
 from workers.agent import messages as msg
@@ -22,8 +22,8 @@ from workers.agent.alert_data import alert_messages
 from workers.agent.history import History
 from workers.runtime import handoff
 from workers.runtime.stage import Stage
-from workers.toolkit.confirm import CONFIRMED_FIELD
-from workers.toolkit.taint import taint_writes
+from workers.tool_registry.confirm import CONFIRMED_FIELD
+from workers.tool_registry.taint import taint_writes
 
 #: How long a turn waiting for its session's previous turn waits between tries, in seconds.
 SESSION_BUSY_RETRY_S = 0.2

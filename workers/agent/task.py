@@ -18,7 +18,7 @@ from workers.runtime import ending
 from workers.runtime.join import read_outcomes
 from workers.runtime.stage import begin
 from workers.runtime.trust import step_problem
-from workers.toolkit.policy import capped_message
+from workers.tool_registry.policy import capped_message
 
 _LIMITS = {"time_limit": TIME_LIMITS["agent"], "soft_time_limit": TIME_LIMITS["agent"] - 10}
 

@@ -32,9 +32,9 @@ from celery.signals import worker_ready, worker_shutdown
 
 from voxqueue.broker.sweeps import hold_sweep_turn_in, release_sweep_turn
 from voxqueue.turns import HOUSEKEEPING_SLEEP_S, TurnStore
+from workers.housekeeping.due_timers import fire_due
 from workers.housekeeping.sweep import end_overdue
-from workers.housekeeping.timers import fire_due
-from workers.toolkit.timer_store import TimerStore
+from workers.tool_registry.timer_store import TimerStore
 
 if TYPE_CHECKING:
     from celery import Celery

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from workers.monitor.conditions import ConditionError, json_path
 from workers.monitor.monitors import Monitor, State, from_settings
-from workers.toolkit import probes
-from workers.toolkit.net import BlockedURLError, ResponseTooLarge, host_of, safe_get
+from workers.tool_registry import probes
+from workers.tool_registry.net import BlockedURLError, ResponseTooLarge, host_of, safe_get
 
 if TYPE_CHECKING:
     from workers.runtime.resources import Runtime

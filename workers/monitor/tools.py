@@ -22,10 +22,10 @@ from workers.monitor.monitors import (
     scoped_name,
 )
 from workers.monitor.schedule import RUN_CHECK, schedule_monitor, unschedule_monitor
-from workers.toolkit.context import current_call, owner, runtime
-from workers.toolkit.egress import check_model_url
-from workers.toolkit.net import Allowlist, check_url
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import current_call, owner, runtime
+from workers.tool_registry.egress import check_model_url
+from workers.tool_registry.net import Allowlist, check_url
+from workers.tool_registry.registry import tool
 
 __all__ = ["create_monitor", "delete_monitor", "list_monitors", "monitor_status"]
 

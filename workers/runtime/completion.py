@@ -1,11 +1,11 @@
 """When a turn is complete: which sentences are to be spoken, which are done; the last one ends
 the turn. Every stage that speaks or ends a turn goes through here.
 
-Pieces of the reply (a sentence, or later sentences gathered: ``workers/agent/speech.py``) get
-contiguous sequence numbers as they are produced (so a player knows what comes
-next); the number of sentences is known only when the reply is complete (``close``). Whichever
-finishes last (the final sentence's TTS task or the agent closing the reply) ends the turn.
-Each step is idempotent, so an attempt that died half way is completed by the next one.
+Pieces of the reply (a sentence, or later sentences gathered: ``workers/agent/reply_sentences.py``)
+get contiguous sequence numbers as they are produced (so a player knows what comes next); the number
+of sentences is known only when the reply is complete (``close``). Whichever finishes last (the
+final sentence's TTS task or the agent closing the reply) ends the turn. Each step is idempotent, so
+an attempt that died half way is completed by the next one.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from voxqueue.contracts import TurnEvent, TurnSpec
-from voxqueue.effects import Fence, Fenced
+from voxqueue.once import Fence, Fenced
 from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.resources import Runtime
 

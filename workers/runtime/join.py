@@ -21,7 +21,7 @@ from typing import Any
 
 from voxqueue.celery_config import AGENT_RESUME
 from voxqueue.contracts import AgentStep, ToolCallJob, ToolOutcome
-from voxqueue.effects import Once
+from voxqueue.once import Once
 from workers.runtime import handoff
 from workers.runtime.resources import Runtime
 

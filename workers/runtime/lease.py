@@ -12,7 +12,7 @@ scripts of :mod:`voxqueue.broker.sweeps`), so hosts' clocks need not agree.
 
 A task past its hard time limit loses its lease as well: the threads pool cannot stop a
 thread, so the task is handed to another worker, and the stuck one is fenced (its writes are
-dropped, see :mod:`voxqueue.effects`). At the soft limit the stuck thread first gets
+dropped, see :mod:`voxqueue.once`). At the soft limit the stuck thread first gets
 ``SoftTimeLimitExceeded`` raised in it, as the prefork pool would do.
 """
 

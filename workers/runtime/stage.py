@@ -17,7 +17,7 @@ from celery import Task
 
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.contracts.jobs import _Job
-from voxqueue.effects import Fence, Fenced, Once, deliver_in
+from voxqueue.once import Fence, Fenced, Once, deliver_in
 from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.crash import crash_point
 from workers.runtime.resources import Runtime

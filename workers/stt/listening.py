@@ -2,11 +2,11 @@
 
 The STT job starts with the speech. As the audio arrives, pauses are found (webrtcvad, 20 ms
 frames); at each pause an offline engine decodes the words so far and the turn gets an
-``stt-partial`` event (its text, and whether the local intents find a complete command in it).
-When the command ends with no speech after the last pause, that decode is the transcript: it
-was ready before the speaker's silence ran out. Cloud engines, billed per request, decode once
-at the end unless ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it
-arrives (pocketsphinx, ``Listener``) is fed every piece instead: at a pause its words so far cost
+``stt-partial`` event (its text, and whether the local intents find a complete command in it). When
+the command ends with no speech after the last pause, that decode is the transcript: it was ready
+before the speaker's silence ran out. Cloud engines, billed per request, decode once at the end
+unless ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it arrives
+(pocketsphinx, ``LiveTranscriber``) is fed every piece instead: at a pause its words so far cost
 nothing, and at the end only its final pass is left.
 
 Each partial also says whether its words are a complete command (the edge may end the capture
@@ -23,7 +23,7 @@ from voxqueue.audio import SAMPLE_RATE
 from voxqueue.client import direct
 from voxqueue.contracts import ErrorCode
 from workers.runtime.stage import Stage
-from workers.stt.providers.base import Hearing, Listener, Transcriber, Transcript
+from workers.stt.providers.base import Hearing, LiveTranscriber, Transcriber, Transcript
 
 #: webrtcvad's frame: 20 ms of 16 kHz int16.
 FRAME_BYTES = SAMPLE_RATE * 2 // 50
@@ -51,7 +51,7 @@ class Heard:
     at_pause: bool = False
     """Whether ``ready`` was decoded at the speaker's last pause, before the command ended."""
     live: bool = False
-    """Whether the engine heard the command as it arrived (``Listener``)."""
+    """Whether the engine heard the command as it arrived (``LiveTranscriber``)."""
 
 
 class Pauses:
@@ -92,10 +92,10 @@ class Pauses:
 def listen(stage: Stage, transcriber: Transcriber, *, live: bool, decode_at_pauses: bool,
            complete: Callable[[str], bool], unfinished: Callable[[str], bool]) -> Heard:
     """Read the turn's audio to its end, recognizing it meanwhile when asked: ``live``, an
-    engine that hears as the audio arrives (``Listener``) is fed every piece; otherwise, with
+    engine that hears as the audio arrives (``LiveTranscriber``) is fed every piece; otherwise, with
     ``decode_at_pauses``, the audio so far is decoded whole at each pause."""
     hearing = transcriber.hear(deadline=stage.spec.deadline) \
-        if live and isinstance(transcriber, Listener) else None
+        if live and isinstance(transcriber, LiveTranscriber) else None
     try:
         return _listen(stage, transcriber, hearing, hearing is not None or decode_at_pauses,
                        complete, unfinished)

@@ -10,13 +10,13 @@ from celery import Task
 
 from voxqueue.celery_config import TIME_LIMITS, TOOLS_RUN
 from voxqueue.contracts import ToolCallJob, ToolOutcome
-from voxqueue.effects import Fenced
 from voxqueue.observability.otel import span
+from voxqueue.once import Fenced
 from workers.app import app
 from workers.runtime import join
 from workers.runtime.stage import Stage, begin, runtime_of
 from workers.runtime.trust import call_problem, effect_problem
-from workers.toolkit.context import ToolCall, use_runtime
+from workers.tool_registry.context import ToolCall, use_runtime
 from workers.tools.executor import run_tool_call
 
 

@@ -8,7 +8,7 @@ from voxqueue.settings import Settings
 from workers.agent.providers.base import ChatModel
 
 if TYPE_CHECKING:
-    from workers.toolkit.registry import ToolRegistry
+    from workers.tool_registry.registry import ToolRegistry
 
 
 def select_chat_model(settings: Settings, tools: ToolRegistry) -> ChatModel:

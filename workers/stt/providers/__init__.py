@@ -10,7 +10,7 @@ from voxqueue.settings import Settings
 from workers.stt.providers.base import Transcriber
 
 if TYPE_CHECKING:
-    from workers.toolkit.registry import ToolRegistry
+    from workers.tool_registry.registry import ToolRegistry
 
 
 def select_transcriber(settings: Settings, tools: Callable[[], ToolRegistry]) -> Transcriber:

@@ -49,7 +49,7 @@ from workers.intents.corpus import END, START, command_lines
 from workers.stt.providers.base import Transcript
 
 if TYPE_CHECKING:
-    from workers.toolkit.registry import ToolRegistry
+    from workers.tool_registry.registry import ToolRegistry
 
 
 #: The searches' names, and the phone loop's model (shipped in the pocketsphinx wheel).

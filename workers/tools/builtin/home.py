@@ -8,9 +8,9 @@ from typing import Any
 from urllib.parse import quote
 
 from voxqueue.settings import Settings
-from workers.toolkit.context import runtime
-from workers.toolkit.net import FetchResult, RedirectRefusedError, host_of, safe_request
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import runtime
+from workers.tool_registry.net import FetchResult, RedirectRefusedError, host_of, safe_request
+from workers.tool_registry.registry import tool
 from workers.tools.builtin.home_allow import checked_targets, require_exposed
 
 __all__ = ["home_assistant_call", "home_assistant_state"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from voxqueue.settings import Settings
-from workers.toolkit.policy import matches_any, split_list
+from workers.tool_registry.policy import matches_any, split_list
 
 #: Service data keys that pick targets: a target is given as ``entity_id``, and checked.
 TARGET_KEYS = frozenset({"entity_id", "device_id", "area_id", "floor_id", "label_id"})

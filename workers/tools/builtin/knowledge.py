@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-from workers.toolkit.context import runtime
-from workers.toolkit.net import host_of, safe_get
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import runtime
+from workers.tool_registry.net import host_of, safe_get
+from workers.tool_registry.registry import tool
 
 __all__ = ["wikipedia_summary"]
 

@@ -10,9 +10,9 @@ import base64
 from typing import Any
 
 from voxqueue.settings import Settings
-from workers.toolkit.context import runtime
-from workers.toolkit.net import FetchResult, RedirectRefusedError, host_of, safe_request
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import runtime
+from workers.tool_registry.net import FetchResult, RedirectRefusedError, host_of, safe_request
+from workers.tool_registry.registry import tool
 
 __all__ = ["send_notification"]
 

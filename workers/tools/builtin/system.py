@@ -6,9 +6,9 @@ import json
 import statistics
 
 from workers.runtime.resources import Runtime
-from workers.toolkit.context import owner, runtime
-from workers.toolkit.probes import live_workers, queue_depths
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import owner, runtime
+from workers.tool_registry.probes import live_workers, queue_depths
+from workers.tool_registry.registry import tool
 
 __all__ = ["system_status"]
 

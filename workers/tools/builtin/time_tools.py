@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import date as Date
 from datetime import datetime, tzinfo
 
-from workers.toolkit.context import runtime
-from workers.toolkit.registry import tool
-from workers.toolkit.reply import ToolReply
+from workers.tool_registry.context import runtime
+from workers.tool_registry.registry import tool
+from workers.tool_registry.reply import ToolReply
 from workers.tools.builtin.spoken_time import (
     local_zone,
     parse_clock,

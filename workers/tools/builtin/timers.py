@@ -10,10 +10,10 @@ import re
 import time
 from datetime import datetime
 
-from workers.toolkit.context import owner, runtime
-from workers.toolkit.registry import tool
-from workers.toolkit.reply import ToolReply
-from workers.toolkit.timer_store import Item, TimerStore
+from workers.tool_registry.context import owner, runtime
+from workers.tool_registry.registry import tool
+from workers.tool_registry.reply import ToolReply
+from workers.tool_registry.timer_store import Item, TimerStore
 from workers.tools.builtin.spoken_time import (
     describe_duration,
     describe_when,

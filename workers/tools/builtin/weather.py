@@ -7,9 +7,9 @@ from datetime import date
 from typing import Any
 
 from voxqueue.settings import Settings
-from workers.toolkit.context import runtime
-from workers.toolkit.net import host_of, safe_get
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import runtime
+from workers.tool_registry.net import host_of, safe_get
+from workers.tool_registry.registry import tool
 
 __all__ = ["get_forecast", "get_weather"]
 

@@ -1,6 +1,6 @@
-"""A tainted turn read text others wrote (a web page, a feed, an alert): its side effects wait
-for the person's spoken yes (``workers.tools.guard``), and a URL the model chooses must be one
-the person said or a page's link (``workers.toolkit.egress``). Tainting is written by the tools
+"""A tainted turn read text others wrote (a web page, a feed, an alert): its side effects wait for
+the person's spoken yes (``workers.tools.guard``), and a URL the model chooses must be one the
+person said or a page's link (``workers.tool_registry.egress``). Tainting is written by the tools
 worker after a reader's result, and by the agent when it injects alerts."""
 
 from __future__ import annotations

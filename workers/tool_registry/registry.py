@@ -1,5 +1,5 @@
-"""The tool model: plain typed functions whose name, docstring and type hints become an OpenAI
-tool, and the registry of a worker's tools by name (assembled in ``workers.toolkit.assembly``).
+"""The tool model: plain typed functions whose name, docstring and type hints become an OpenAI tool,
+and the registry of a worker's tools by name (assembled in ``workers.tool_registry.assembly``).
 
 The function's parameters become a pydantic model; its JSON schema is the tool's ``parameters``
 and it validates the model's arguments before the call.

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from workers.toolkit.registry import Tool, ToolRegistry
+from workers.tool_registry.registry import Tool, ToolRegistry
 
 GROUP = "voxqueue.tools"
 

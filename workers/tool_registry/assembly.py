@@ -3,7 +3,7 @@ plugins and MCP servers, filtered by ``VOXQUEUE_TOOLS_ALLOW`` / ``VOXQUEUE_TOOLS
 
 Only the tools worker assembles in full: listing MCP servers starts their processes. Every
 other worker assembles the rest (the sentences the intents need, the schemas) and learns the
-MCP tools from the catalogue the tools worker published (``workers.toolkit.catalogue``).
+MCP tools from the catalogue the tools worker published (``workers.tool_registry.catalogue``).
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Callable, Iterable
 import structlog
 
 from voxqueue.settings import Settings
-from workers.toolkit.mcp_tools import mcp_tools
-from workers.toolkit.plugins import load_entry_points
-from workers.toolkit.registry import Tool, ToolRegistry
+from workers.tool_registry.mcp_tools import mcp_tools
+from workers.tool_registry.plugins import load_entry_points
+from workers.tool_registry.registry import Tool, ToolRegistry
 
 log = structlog.get_logger("voxqueue.tools")
 

@@ -11,7 +11,7 @@ connection; credentials (Authorization, Cookie, API-key headers) are not sent on
 origin, and a service that is sent credentials can refuse redirects altogether
 (``follow_redirects=False``). Only http and https; the body is capped in bytes and the whole
 exchange in time. This module judges addresses only: which URL a model may choose (none that
-could carry what it read away) is :mod:`workers.toolkit.egress`'s, before the request.
+could carry what it read away) is :mod:`workers.tool_registry.egress`'s, before the request.
 """
 
 from __future__ import annotations

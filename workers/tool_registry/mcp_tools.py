@@ -1,9 +1,9 @@
 """Tools of MCP servers (``VOXQUEUE_MCP_SERVERS``), offered to the model like built-ins.
 
-Each server's tools are listed once when a worker builds its registry; the schema the model
-sees is the MCP tool's own ``inputSchema``. Calls go through a session per server that the
-worker process keeps open (``workers.toolkit.mcp_sessions``): a stdio server is started once, not
-once per call. Uses the official ``mcp`` SDK (2.x ``mcp.Client``).
+Each server's tools are listed once when a worker builds its registry; the schema the model sees is
+the MCP tool's own ``inputSchema``. Calls go through a session per server that the worker process
+keeps open (``workers.tool_registry.mcp_sessions``): a stdio server is started once, not once per
+call. Uses the official ``mcp`` SDK (2.x ``mcp.Client``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from voxqueue.observability.redaction import redact_text
 from voxqueue.settings import Settings
-from workers.toolkit.egress import check_model_urls
-from workers.toolkit.mcp_sessions import McpSessions
-from workers.toolkit.registry import Tool
+from workers.tool_registry.egress import check_model_urls
+from workers.tool_registry.mcp_sessions import McpSessions
+from workers.tool_registry.registry import Tool
 
 log = structlog.get_logger("voxqueue.tools")
 

@@ -6,7 +6,7 @@ import time
 
 import structlog
 
-from workers.toolkit.timer_store import Item, TimerStore
+from workers.tool_registry.timer_store import Item, TimerStore
 
 log = structlog.get_logger("voxqueue.monitor")
 

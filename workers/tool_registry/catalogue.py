@@ -17,7 +17,7 @@ from pydantic import ConfigDict, ValidationError, create_model
 
 from voxqueue.contracts.tools import ToolCatalogue, ToolSpec
 from voxqueue.keys import Keys
-from workers.toolkit.registry import Tool, ToolRegistry
+from workers.tool_registry.registry import Tool, ToolRegistry
 
 log = structlog.get_logger("voxqueue.tools")
 

@@ -1,7 +1,7 @@
 """What may leave through a URL the model chose: nothing that a page told it to send.
 
 A model that read text others wrote (a page, a feed, an MCP result, an alert: the turn or its
-session is tainted, :mod:`workers.toolkit.taint`) may have been told to put what it knows (the
+session is tainted, :mod:`workers.tool_registry.taint`) may have been told to put what it knows (the
 memory it recalled, the history with the person's words) into a URL. So once the turn or its
 session is tainted, a model-made request goes only to a URL the person said in the session's
 own words (this turn's or an earlier user message), or to a link present on a page fetched in
@@ -30,9 +30,9 @@ from urllib.parse import urljoin
 import httpx
 
 from voxqueue.settings import Settings
-from workers.toolkit.context import ToolCall, current_call, runtime
-from workers.toolkit.net import BlockedURLError
-from workers.toolkit.policy import host_in, named_hosts, split_list
+from workers.tool_registry.context import ToolCall, current_call, runtime
+from workers.tool_registry.net import BlockedURLError
+from workers.tool_registry.policy import host_in, named_hosts, split_list
 
 #: Links of one page kept as followable (in page order; the rest are not).
 MAX_LINKS_PER_PAGE = 200

@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from voxqueue.settings import Settings, get_settings
-from workers.toolkit.assembly import allowed_names, assemble_tools, denied_names
-from workers.toolkit.registry import Tool, ToolRegistry
+from workers.tool_registry.assembly import allowed_names, assemble_tools, denied_names
+from workers.tool_registry.registry import Tool, ToolRegistry
 
 
 def describe_parameters(tool: Tool) -> str:
