@@ -15,8 +15,7 @@ from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.contracts import AgentStep, ToolOutcome, TurnSpec
 from voxqueue.settings import Settings
-from workers.agent.alert_data import HEADER
-from workers.agent.opening import history_of, open_turn
+from workers.agent.opening import HEADER, history_of, open_turn
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
 from workers.tool_registry.assembly import assemble_tools

@@ -29,6 +29,10 @@ socket lives at most the longest utterance plus ``VOXQUEUE_GATEWAY_STREAM_GRACE_
 socket is closed after ``IDLE_S``, nothing is taken once the turn has ended, a revoked device's
 socket is closed within ``VOXQUEUE_GATEWAY_REVOCATION_CHECK_S``, and a device that goes away
 mid-utterance leaves a cancelled turn and no stream behind.
+
+Also here (:class:`InFlight`): connections in flight, counted by each gateway process: what one
+device may hold open at once. (Its budgets per minute and per hour are :mod:`voxqueue.budgets`,
+shared with the workers.)
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import anyio
@@ -56,11 +60,34 @@ from voxqueue.contracts import TurnSpec
 from voxqueue.contracts.gateway import Entries, GatewayError, TextTurnRequest, TurnCreated
 from voxqueue.gateway.access import Access, bearer
 from voxqueue.gateway.devices import DeviceRegistry
-from voxqueue.gateway.limits import InFlight
 from voxqueue.gateway.rules import Refused, deadline_of, rate_of, session_of
 from voxqueue.gateway.streams import forget_read, read_after
 from voxqueue.settings import Settings
 from voxqueue.turns import TurnNotFound
+
+
+class InFlight:
+    """Connections of one kind a device may hold at once, in this gateway process."""
+
+    def __init__(self, kind: str, per_device: int) -> None:
+        self.kind = kind
+        self.per_device = per_device
+        self.held: dict[str, int] = {}
+
+    @contextlib.contextmanager
+    def slot(self, device: str) -> Iterator[None]:
+        """Hold one for the block; :class:`Refused` (429) when the device holds them all."""
+        if self.held.get(device, 0) >= self.per_device:
+            raise Refused(429, "too-many-connections", f"this device has {self.per_device} "
+                          f"{self.kind} open already", {"Retry-After": "1"})
+        self.held[device] = self.held.get(device, 0) + 1
+        try:
+            yield
+        finally:
+            self.held[device] -= 1
+            if not self.held[device]:
+                del self.held[device]
+
 
 #: Seconds a capture may go without a frame before the gateway gives up on it.
 IDLE_S = 10.0
