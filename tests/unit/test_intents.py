@@ -18,8 +18,7 @@ from workers.agent.providers.prefer_local import PreferLocal
 from workers.intents import IntentMatcher, matcher_for
 from workers.intents.corpus import command_lines
 from workers.intents.responses import apology, error_gist, offline_reply, render_result
-from workers.tool_registry.registry import ToolRegistry, tool
-from workers.tool_registry.reply import ToolReply
+from workers.tool_registry.registry import ToolRegistry, ToolReply, tool
 
 
 # -- a registry of test tools (plain functions, as tool authors write them) ----------------

@@ -20,8 +20,7 @@ from workers.tool_registry.context import ToolCall
 from workers.tool_registry.listing import print_tools
 from workers.tool_registry.mcp_tools import McpServer, _tool_name, mcp_tools
 from workers.tool_registry.plugins import load_entry_points
-from workers.tool_registry.registry import ToolRegistry
-from workers.tool_registry.reply import ToolReply
+from workers.tool_registry.registry import ToolRegistry, ToolReply
 from workers.tools.executor import run_tool_call
 from workers.wiring import runtime_for
 

@@ -2,7 +2,8 @@
 and the registry of a worker's tools by name (assembled in ``workers.tool_registry.assembly``).
 
 The function's parameters become a pydantic model; its JSON schema is the tool's ``parameters``
-and it validates the model's arguments before the call.
+and it validates the model's arguments before the call. A tool may answer in two forms
+(:class:`ToolReply`): the data the model reads, and a sentence for the ear.
 """
 
 from __future__ import annotations
@@ -151,3 +152,17 @@ class ToolRegistry:
             candidates = [obj for n, obj in vars(module).items() if not n.startswith("_")
                           and inspect.isfunction(obj) and obj.__module__ == module.__name__]
         return [self.add(fn) for fn in candidates if callable(fn)]
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """Return this from a tool whose result is not what a person would say.
+
+    ``data`` is what the model sees in the ``role: tool`` message (ids, zones and units kept,
+    e.g. to cancel a timer later); ``say`` is one short sentence for a listener ("Timer set for
+    10 minutes."), which the offline agent speaks as is. A model writes its own reply from
+    ``data``.
+    """
+
+    data: Any
+    say: str

@@ -23,8 +23,7 @@ from pydantic import ValidationError
 
 from voxqueue.contracts import ToolOutcome
 from workers.tool_registry.context import ToolCall, runtime, set_current_call
-from workers.tool_registry.registry import Tool, ToolRegistry
-from workers.tool_registry.reply import ToolReply
+from workers.tool_registry.registry import Tool, ToolRegistry, ToolReply
 from workers.tools.guard import TurnGuard
 
 _pool_lock = threading.Lock()

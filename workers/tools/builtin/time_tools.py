@@ -6,8 +6,7 @@ from datetime import date as Date
 from datetime import datetime, tzinfo
 
 from workers.tool_registry.context import runtime
-from workers.tool_registry.registry import tool
-from workers.tool_registry.reply import ToolReply
+from workers.tool_registry.registry import ToolReply, tool
 from workers.tools.builtin.spoken_time import (
     local_zone,
     parse_clock,

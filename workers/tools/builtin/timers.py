@@ -11,8 +11,7 @@ import time
 from datetime import datetime
 
 from workers.tool_registry.context import owner, runtime
-from workers.tool_registry.registry import tool
-from workers.tool_registry.reply import ToolReply
+from workers.tool_registry.registry import ToolReply, tool
 from workers.tool_registry.timer_store import Item, TimerStore
 from workers.tools.builtin.spoken_time import (
     describe_duration,
