@@ -24,7 +24,7 @@ DEAD_LETTER_MAX = 1000
 #: How many of an item's first bytes a log line and ``voxqueue doctor`` show.
 HEAD_BYTES = 32
 
-log = logging.getLogger("voxqueue.broker.transport")
+log = logging.getLogger("voxqueue.broker")
 
 # KEYS: the in-flight list, the dead-letter list; ARGV: the item, its entry, the bound. The
 # item leaves the in-flight list and its entry joins the dead letters in one step (0: the item

@@ -25,7 +25,7 @@ from kombu.transport import redis as kombu_redis
 
 from voxqueue.broker.sweeps import INFLIGHT_INDEX, hold_sweep_turn_in, restore_expired, sweep
 
-log = logging.getLogger("voxqueue.broker.transport")
+log = logging.getLogger("voxqueue.broker")
 
 #: How often a process that does not hold the sweeper's turn tries to take it over.
 TAKEOVER_S = 2.5

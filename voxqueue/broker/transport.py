@@ -60,7 +60,7 @@ from voxqueue.broker.take import ring_commands, take_any_command, taken, wait_co
 __all__ = ["INFLIGHT_INDEX", "TAKEOVER_S", "TAKE_WAIT_S", "Channel", "QoS", "Transport",
            "hold_sweep_turn_in", "inflight_key", "sweep"]
 
-log = logging.getLogger("voxqueue.broker.transport")
+log = logging.getLogger("voxqueue.broker")
 
 #: Longest wait of one take (``BLMOVE``) for a message; at most half the lease, since the
 #: channel marks itself alive for a lease as each take begins.

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
     from opentelemetry.trace import Span, Tracer
 
-log = logging.getLogger("voxqueue.observability.otel")
+log = logging.getLogger("voxqueue.otel")
 
 #: The W3C trace-context headers carried by every task message of a traced turn.
 HEADERS: tuple[str, ...] = ("traceparent", "tracestate")
