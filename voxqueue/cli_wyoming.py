@@ -26,7 +26,7 @@ def wyoming(
 
     settings = get_settings()
     if uri is not None:
-        settings = settings.model_copy(update={"wyoming_uri": uri})
+        settings = settings.replace(wyoming={"uri": uri})
     configure_logging()
     quiet_library_logs()
     with contextlib.suppress(KeyboardInterrupt):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from voxqueue.client import Client
 from voxqueue.gateway.remote import GatewayClient
-from voxqueue.settings import Settings, get_settings
+from voxqueue.settings import ClientSettings, get_client_settings
 
 #: Either client: the same API (ask, say, speak, ping, close; turns with events and playback).
 AnyClient = Client | GatewayClient
 
 
-def connect_client(settings: Settings | None = None) -> AnyClient:
+def connect_client(settings: ClientSettings | None = None) -> AnyClient:
     """``GatewayClient`` when ``VOXQUEUE_GATEWAY_URL`` is set (a device: no Redis, its own
     token), else ``Client`` straight to Redis (a trusted single machine)."""
-    chosen = settings or get_settings()
-    return GatewayClient(chosen) if chosen.gateway_url else Client(chosen)
+    chosen = settings or get_client_settings()
+    return GatewayClient(chosen) if chosen.gateway.url else Client(chosen)

@@ -28,14 +28,14 @@ class Check:
 
 
 def check_redis(settings: Settings) -> tuple[Check, redis.Redis | None]:
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2,
+    client = redis.Redis.from_url(settings.redis.url, socket_connect_timeout=2,
                                   socket_timeout=3)
     try:
         info: Any = client.info("server")
     except redis.RedisError as exc:
-        return Check("redis", False, f"{redact(settings.redis_url)}: {exc}",
+        return Check("redis", False, f"{redact(settings.redis.url)}: {exc}",
                      "start Redis, or set VOXQUEUE_REDIS_URL (password and TLS in the URL)"), None
-    return Check("redis", True, f"{redact(settings.redis_url)} (Redis "
+    return Check("redis", True, f"{redact(settings.redis.url)} (Redis "
                  f"{info.get('redis_version')})"), client
 
 
@@ -83,7 +83,7 @@ def check_workers(settings: Settings) -> list[Check]:
 
 
 def check_beat(client: redis.Redis, settings: Settings) -> Check:
-    lock = Keys(settings.key_prefix).redbeat_prefix() + ":lock"  # celery-redbeat's lock key
+    lock = Keys(settings.redis.key_prefix).redbeat_prefix() + ":lock"  # celery-redbeat's lock key
     try:
         held = client.exists(lock)
     except redis.RedisError as exc:
@@ -97,7 +97,7 @@ def check_beat(client: redis.Redis, settings: Settings) -> Check:
 
 
 def check_flower(settings: Settings) -> list[Check]:
-    url = f"http://127.0.0.1:{settings.flower_port}/healthcheck"
+    url = f"http://127.0.0.1:{settings.dashboard.flower_port}/healthcheck"
     out = []
     try:
         with urllib.request.urlopen(url, timeout=2) as answer:
@@ -105,12 +105,13 @@ def check_flower(settings: Settings) -> list[Check]:
     except (urllib.error.URLError, OSError) as exc:
         out.append(Check("flower", False, f"{url}: {exc}",
                          "run: celery -A workers flower (voxqueue up does)", warning=True))
-    chosen = settings.flower_password.get_secret_value() if settings.flower_password else ""
+    password = settings.dashboard.flower_password
+    chosen = password.get_secret_value() if password else ""
     if chosen in ("", OLD_FLOWER_PASSWORD):
         out.append(Check("flower auth", True, "a made-up password, kept in "
                          f"{flower_password_file(settings)} (voxqueue up makes it)"))
         return out
-    weak = chosen in ("admin", settings.flower_user) or len(chosen) < 8
+    weak = chosen in ("admin", settings.dashboard.flower_user) or len(chosen) < 8
     out.append(Check("flower auth", not weak, "weak password" if weak else "password set",
                      "set a longer VOXQUEUE_FLOWER_PASSWORD, or unset it" if weak else "",
                      warning=weak))
@@ -119,17 +120,18 @@ def check_flower(settings: Settings) -> list[Check]:
 
 def check_providers(settings: Settings) -> list[Check]:
     out = []
-    wants_openai = {"stt": settings.stt == "openai", "llm": settings.llm == "openai"}
+    wants_openai = {"stt": settings.providers.stt == "openai",
+                    "llm": settings.providers.llm == "openai"}
     for stage, wanted in wants_openai.items():
-        if wanted and not settings.openai_api_key:
+        if wanted and not settings.providers.openai_api_key:
             out.append(Check(f"{stage} provider", False, "openai chosen without a key",
                              "set OPENAI_API_KEY, or VOXQUEUE_" + stage.upper() + "=auto"))
-    if settings.tts == "elevenlabs" and not settings.elevenlabs_api_key:
+    if settings.providers.tts == "elevenlabs" and not settings.providers.elevenlabs_api_key:
         out.append(Check("tts provider", False, "elevenlabs chosen without a key",
                          "set ELEVENLABS_API_KEY, or VOXQUEUE_TTS=auto"))
     if not any(c.name == "stt provider" for c in out):
         out.append(stt_check(settings))
-    chosen = settings.providers_in_use()
+    chosen = settings.providers.in_use()
     offline = {
         "llm": (chosen["llm"] == "local", "hassil"),
         "tts": (chosen["tts"] == "piper", "piper"),
@@ -147,24 +149,26 @@ def check_providers(settings: Settings) -> list[Check]:
 
 def stt_check(settings: Settings) -> Check:
     """Which speech recognizer runs, and why (``auto`` explained)."""
-    chosen = settings.providers_in_use()["stt"]
-    why = "VOXQUEUE_STT" if settings.stt != "auto" else "auto"
+    chosen = settings.providers.in_use()["stt"]
+    why = "VOXQUEUE_STT" if settings.providers.stt != "auto" else "auto"
     if chosen == "openai":
-        return Check("stt provider", True, f"openai, {settings.stt_model} ({why}: key set)")
+        return Check("stt provider", True,
+                     f"openai, {settings.providers.stt_model} ({why}: key set)")
     if chosen == "whisper":
         if importlib.util.find_spec("faster_whisper") is None:
             return Check("stt provider", False, "whisper chosen, faster-whisper not installed",
                          'pip install "voxqueue[whisper]"')
-        source = ("the packaged base model" if settings.whisper_model == "base"
-                  and whisper_installed(settings) else settings.whisper_model)
+        source = ("the packaged base model" if settings.providers.whisper_model == "base"
+                  and whisper_installed(settings.providers) else settings.providers.whisper_model)
         return Check("stt provider", True, f"whisper, {source} ({why}: offline, "
-                     f"{settings.whisper_threads} threads, beam {settings.whisper_beam_size})")
+                     f"{settings.providers.whisper_threads} threads, "
+                     f"beam {settings.providers.whisper_beam_size})")
     present = importlib.util.find_spec("pocketsphinx") is not None
     missing = ("Whisper not installed" if importlib.util.find_spec("faster_whisper") is None
-               else f"no Whisper model {settings.whisper_model!r} here")
-    detail = f"pocketsphinx ({why}" + (")" if settings.stt != "auto" else
+               else f"no Whisper model {settings.providers.whisper_model!r} here")
+    detail = f"pocketsphinx ({why}" + (")" if settings.providers.stt != "auto" else
                                        f": no OpenAI key, {missing})")
-    suggest = present and settings.stt == "auto"
+    suggest = present and settings.providers.stt == "auto"
     return Check("stt provider", present, detail if present else "pocketsphinx not installed",
                  'pip install "voxqueue[whisper]" for better offline accuracy' if suggest
                  else "" if present else 'pip install "voxqueue[offline]"', warning=suggest)
@@ -304,7 +308,7 @@ def check_key_ttls(report: KeyReport) -> list[Check]:
 
 def check_keys(client: redis.Redis, settings: Settings) -> tuple[list[Check], KeyReport | None]:
     try:
-        report = scan_key_families(client, settings.key_prefix)
+        report = scan_key_families(client, settings.redis.key_prefix)
     except redis.RedisError as exc:
         return [Check("redis keys", True, f"not measured: {exc}", warning=True)], None
     return check_key_ttls(report), report

@@ -24,9 +24,9 @@ def check_data_dir(settings: Settings) -> Check:
 
 
 def check_crash_points(settings: Settings) -> Check:
-    if not settings.crash_at:
+    if not settings.redis.crash_at:
         return Check("crash points", True, "disarmed")
-    return Check("crash points", False, f"VOXQUEUE_CRASH_AT={settings.crash_at}: workers "
+    return Check("crash points", False, f"VOXQUEUE_CRASH_AT={settings.redis.crash_at}: workers "
                  "SIGKILL themselves at these points (for tests only)",
                  "unset VOXQUEUE_CRASH_AT (in the environment or a .env file)", warning=True)
 
@@ -38,7 +38,7 @@ def check_appendfsync(client: redis.Redis, settings: Settings) -> Check:
         return Check("redis fsync", True, "CONFIG not allowed: not checked", warning=True)
     value = conf.get(b"appendfsync") or conf.get("appendfsync")
     value = value.decode() if isinstance(value, bytes) else str(value)
-    if value in ("always", settings.redis_appendfsync):
+    if value in ("always", settings.redis.appendfsync):
         return Check("redis fsync", True, f"appendfsync {value}" + (
             ": an acknowledged write survives a crash of Redis or of the machine"
             if value == "always" else " (VOXQUEUE_REDIS_APPENDFSYNC: a machine's crash can "
@@ -51,7 +51,7 @@ def check_appendfsync(client: redis.Redis, settings: Settings) -> Check:
 
 def check_housekeeping(client: redis.Redis, settings: Settings) -> Check:
     try:
-        holder = sweep_turn_holder(client, Keys(settings.key_prefix).housekeeping_turn())
+        holder = sweep_turn_holder(client, Keys(settings.redis.key_prefix).housekeeping_turn())
     except redis.RedisError as exc:
         return Check("housekeeping", False, str(exc), "check Redis")
     if holder:
@@ -64,7 +64,7 @@ def check_housekeeping(client: redis.Redis, settings: Settings) -> Check:
 def durability_checks(settings: Settings) -> list[Check]:
     """Every check of this module (those of Redis only when it answers)."""
     out = [check_data_dir(settings), check_crash_points(settings)]
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2,
+    client = redis.Redis.from_url(settings.redis.url, socket_connect_timeout=2,
                                   socket_timeout=3)
     try:
         client.ping()

@@ -10,7 +10,7 @@ from voxqueue.process_table import (
     parse_processes,
     worker_names,
 )
-from voxqueue.settings import Settings
+from voxqueue.settings import ProviderSettings, Settings
 
 
 def test_a_queues_processes_have_distinct_worker_names():
@@ -40,10 +40,12 @@ def test_the_queues_that_hold_streams_get_more_than_one_process():
 
 
 def test_cloud_providers_get_the_default_processes_offline_models_one():
-    cloud = Settings(_env_file=None, openai_api_key="sk-x", elevenlabs_api_key="el-x")
+    cloud = Settings(providers=ProviderSettings(openai_api_key="sk-x", elevenlabs_api_key="el-x"))
     assert default_processes(cloud) == DEFAULT_PROCESSES
-    offline = Settings(_env_file=None, openai_api_key=None, elevenlabs_api_key=None,
-                       openai_base_url=None)
+    offline = Settings(
+        providers=ProviderSettings(openai_api_key=None, elevenlabs_api_key=None,
+                                   openai_base_url=None))
     assert default_processes(offline) == {}  # Piper and the local intents: one each
-    mixed = Settings(_env_file=None, openai_api_key="sk-x", elevenlabs_api_key="el-x", tts="piper")
+    mixed = Settings(
+        providers=ProviderSettings(openai_api_key="sk-x", elevenlabs_api_key="el-x", tts="piper"))
     assert default_processes(mixed) == {"agent": DEFAULT_PROCESSES["agent"]}

@@ -52,7 +52,7 @@ async def stream_turn(gw: Gateway, ws: WebSocket) -> None:
         return
     await ws.accept()
     speech: list[SpeechStream] = []  # the turn's stream, once it has begun
-    lifetime = gw.settings.max_audio_seconds + gw.settings.gateway_stream_grace_s
+    lifetime = gw.settings.turns.max_audio_seconds + gw.settings.gateway.stream_grace_s
     try:
         with gw.sockets.slot(device):
             await gw.spend(device, gw.turns)  # a stream is a turn from the moment it opens
@@ -73,7 +73,7 @@ async def _capture(gw: Gateway, ws: WebSocket, device: str, speech: list[SpeechS
     rate = rate_of(q.get("rate"), SAMPLE_RATE)
     deadline = gw._deadline(q.get("deadline_s"))
     session, speak = session_of(device, q.get("session")), q.get("speak", "true") != "false"
-    frames = Frames(gw.settings.gateway_stream_max_frames)
+    frames = Frames(gw.settings.gateway.stream_max_frames)
     if rate != SAMPLE_RATE:
         await _buffered(gw, ws, device, rate or SAMPLE_RATE, session, speak, deadline, frames)
         return
@@ -101,8 +101,8 @@ async def _capture(gw: Gateway, ws: WebSocket, device: str, speech: list[SpeechS
 async def _buffered(gw: Gateway, ws: WebSocket, device: str, rate: int, session: str,
                     speak: bool, deadline: float | None, frames: Frames) -> None:
     """Audio at another rate: collected, converted, and the turn started at the end."""
-    limit = min(gw.settings.max_audio_bytes,
-                int(gw.settings.max_audio_seconds * rate * SAMPLE_WIDTH))
+    limit = min(gw.settings.turns.max_audio_bytes,
+                int(gw.settings.turns.max_audio_seconds * rate * SAMPLE_WIDTH))
     pcm = await _frames(ws, limit, frames)
     if pcm is None:
         return

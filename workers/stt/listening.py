@@ -110,7 +110,7 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
     rt, spec = stage.rt, stage.spec
     assert spec.audio_key is not None
     settings = rt.settings
-    pauses = Pauses(settings.speech_pause_s) if decode_at_pauses else None
+    pauses = Pauses(settings.providers.speech_pause_s) if decode_at_pauses else None
     pcm = bytearray()
     held = bytearray()  # audio not yet given to ``hearing``
     ready: tuple[int, Transcript] | None = None
@@ -120,9 +120,9 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
         if stage.should_stop():
             raise SpeechStopped("the turn ended while it was spoken", aborted=True)
         pieces = speech_stream.read(rt.redis, spec.audio_key, after, BLOCK_MS)
-        if not pieces and time.monotonic() - heard_at > settings.speech_idle_s:
-            raise SpeechStopped(f"no audio for {settings.speech_idle_s:g} s and no end: the "
-                                "speaker went away mid-command", aborted=False)
+        if not pieces and time.monotonic() - heard_at > settings.providers.speech_idle_s:
+            raise SpeechStopped(f"no audio for {settings.providers.speech_idle_s:g} s and no end: "
+                                "the speaker went away mid-command", aborted=False)
         latest = None  # the last pause in what has arrived
         for piece in pieces:
             after, heard_at = piece.id, time.monotonic()
@@ -140,8 +140,9 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
                                  live=True)
                 return Heard(bytes(pcm), None, piece.ended_at)
             pcm += piece.pcm
-            if len(pcm) > settings.max_audio_bytes:  # the writer's limit, kept here too
-                raise SpeechStopped(f"the audio is over the limit of {settings.max_audio_bytes}"
+            if len(pcm) > settings.turns.max_audio_bytes:  # the writer's limit, kept here too
+                raise SpeechStopped("the audio is over the limit of "
+                                    f"{settings.turns.max_audio_bytes}"
                                     " bytes (VOXQUEUE_MAX_AUDIO_BYTES)", aborted=False,
                                     code=ErrorCode.AUDIO_INVALID)
             for upto in pauses.feed(piece.pcm) if pauses is not None else ():

@@ -127,7 +127,7 @@ class OpenAIRealtimeHearing:
     def _until(self) -> float:
         """When the transcript must be in hand (epoch s): the turn's deadline, or the
         provider timeout from now when that comes first."""
-        return min(self.deadline, time.time() + self.owner.settings.provider_timeout_s)
+        return min(self.deadline, time.time() + self.owner.settings.providers.timeout_s)
 
     def _send(self, event: dict[str, Any]) -> None:
         try:
@@ -168,7 +168,7 @@ def _session(s: Settings) -> dict[str, Any]:
     """A transcription session: 24 kHz PCM in, our model, commits made by us (no server VAD)."""
     return {"type": "transcription", "audio": {"input": {
         "format": {"type": "audio/pcm", "rate": API_RATE},
-        "transcription": {"model": s.stt_model},
+        "transcription": {"model": s.providers.stt_model},
         "turn_detection": None}}}
 
 

@@ -49,7 +49,7 @@ def build_searches(owner: PocketsphinxTranscriber) -> Searches:
     from pocketsphinx import Config, Decoder, get_model_path
 
     def decoder() -> Any:
-        return Decoder(Config(samprate=owner.settings.sample_rate, loglevel="ERROR"))
+        return Decoder(Config(samprate=owner.settings.turns.sample_rate, loglevel="ERROR"))
 
     commands = decoder()
     commands.add_lm(COMMANDS, owner.command_lm)
@@ -72,7 +72,7 @@ class PocketsphinxHearing:
         self.deadline = deadline
         self.audio = bytearray()
         self.speech_s = 0.0  # by pocketsphinx's voice activity detector, as the batch path
-        self._vad = Vad(Vad.LOOSE, owner.settings.sample_rate)
+        self._vad = Vad(Vad.LOOSE, owner.settings.turns.sample_rate)
         self._closed = False
         self._open: list[Any] = []  # decoders in an utterance
         self._decoders = [searches.commands, searches.phones]

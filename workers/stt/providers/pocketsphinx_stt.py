@@ -84,7 +84,7 @@ class PocketsphinxTranscriber:
 
         self.settings = settings
         self._lock = threading.Lock()
-        self.decoder = Decoder(Config(samprate=settings.sample_rate, loglevel="ERROR"))
+        self.decoder = Decoder(Config(samprate=settings.turns.sample_rate, loglevel="ERROR"))
         self.decoder.add_allphone_file(PHONES, get_model_path(PHONE_LM))
         self.matcher: IntentMatcher = matcher_for(registry)
         self.command_lm: Any = None
@@ -165,7 +165,7 @@ class PocketsphinxTranscriber:
 
     def recognize(self, pcm: bytes, *, biased: bool = True) -> Recognition:
         """Decode one utterance (``biased=False``: the general model only)."""
-        if speech_seconds(pcm, self.settings.sample_rate) < MIN_SPEECH_S:
+        if speech_seconds(pcm, self.settings.turns.sample_rate) < MIN_SPEECH_S:
             return Recognition("", "none")
         with self._lock:
             if biased and self.biased:

@@ -19,13 +19,13 @@ _HINT = "Home Assistant moved: set VOXQUEUE_HOME_ASSISTANT_URL to its new addres
 
 
 def _configured(s: Settings) -> tuple[str, str]:
-    token = s.home_assistant_token.get_secret_value() if s.home_assistant_token else ""
-    if not s.home_assistant_url or not token:
+    token = s.tools.home_assistant_token.get_secret_value() if s.tools.home_assistant_token else ""
+    if not s.tools.home_assistant_url or not token:
         raise RuntimeError(
             "Home Assistant is not configured: set VOXQUEUE_HOME_ASSISTANT_URL "
             "and VOXQUEUE_HOME_ASSISTANT_TOKEN (a long-lived access token)"
         )
-    return s.home_assistant_url.rstrip("/"), token
+    return s.tools.home_assistant_url.rstrip("/"), token
 
 
 def _request(method: str, path: str, body: Any = None) -> FetchResult:

@@ -16,7 +16,7 @@ TARGET_KEYS = frozenset({"entity_id", "device_id", "area_id", "floor_id", "label
 
 def require_exposed(entity_id: str, s: Settings) -> None:
     """Refuse an entity that ``VOXQUEUE_HA_EXPOSED_ENTITIES`` does not expose."""
-    if not matches_any(entity_id, split_list(s.ha_exposed_entities)):
+    if not matches_any(entity_id, split_list(s.tools.ha_exposed_entities)):
         raise PermissionError(
             f"{entity_id.strip()!r} is not exposed to the assistant "
             "(VOXQUEUE_HA_EXPOSED_ENTITIES); tell the person it cannot be reached")
@@ -25,7 +25,7 @@ def require_exposed(entity_id: str, s: Settings) -> None:
 def require_allowed_service(domain: str, service: str, s: Settings) -> None:
     """Refuse a service that ``VOXQUEUE_HA_ALLOWED_SERVICES`` does not list."""
     name = f"{domain.strip()}.{service.strip()}"
-    if not matches_any(name, split_list(s.ha_allowed_services)):
+    if not matches_any(name, split_list(s.tools.ha_allowed_services)):
         raise PermissionError(
             f"the service {name} is not allowed for the assistant "
             "(VOXQUEUE_HA_ALLOWED_SERVICES); tell the person it cannot do that")
