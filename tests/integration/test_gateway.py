@@ -15,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from tests.conftest import ROOT, SPEECH, free_port
 from voxqueue.client import InputError, Unavailable
@@ -57,7 +58,8 @@ class Gateway:
         """A new device's client: its own name and token; Redis out of reach."""
         token = self.add(name or f"dev-{uuid.uuid4().hex[:8]}")
         return GatewayClient(Settings(
-            gateway=GatewaySettings(url=self.url, device_token=token, ca_file=self.ca_file),
+            gateway=GatewaySettings(url=self.url, device_token=SecretStr(token),
+                                    ca_file=self.ca_file),
             redis=RedisSettings(url="redis://127.0.0.1:1/0")))
 
 

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import websockets.sync.client as wsc
+from pydantic import SecretStr
 from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import ROOT, SPEECH
@@ -285,8 +286,8 @@ def test_half_open_requests_are_closed_after_the_header_timeout(gateway, reliabi
 
 def test_the_client_refuses_plain_http_to_another_host():
     def client(url: str, **extra: Any) -> GatewayClient:
-        return GatewayClient(Settings(gateway=GatewaySettings(url=url, device_token="vqd_x",
-                                                              **extra)))
+        return GatewayClient(Settings(gateway=GatewaySettings(
+            url=url, device_token=SecretStr("vqd_x"), **extra)))
 
     with pytest.raises(ValueError, match="VOXQUEUE_GATEWAY_ALLOW_HTTP"):
         client("http://192.0.2.10:8765")

@@ -234,7 +234,7 @@ def everything(env_file: None = None) -> dict[str, Any]:
              for name, value in getattr(settings, part)}
     for label, cls in ALONE.items():
         found |= {f"{label}.{name}": plain(value)
-                  for name, value in cls(_env_file=None)}  # type: ignore[call-arg]
+                  for name, value in cls(_env_file=None)}
     return found
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 import trustme
+from pydantic import SecretStr
 from websockets.exceptions import ConnectionClosed
 
 from testkit.fakes import FakeProviders
@@ -298,7 +299,8 @@ def test_the_realtime_transcription_session_runs_on_the_serialized_connection(
     monkeypatch.setenv("SSL_CERT_FILE", str(pem))  # the SDK's socket trusts the default store
     fake.script_transcripts("what time is it")
     settings = Settings(
-        providers=ProviderSettings(openai_api_key="sk-test", openai_base_url=fake.openai_base_url,
+        providers=ProviderSettings(openai_api_key=SecretStr("sk-test"),
+                                   openai_base_url=fake.openai_base_url,
                                    openai_stt_transport="realtime"))
     hearing = OpenAITranscriber(settings).hear(deadline=math.inf)
     assert hearing is not None

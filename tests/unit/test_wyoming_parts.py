@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from pydantic import SecretStr
 from wyoming.audio import AudioChunk, AudioStart
 
 from voxqueue.settings import ProviderSettings, Settings
@@ -133,8 +134,8 @@ def test_describe_offline_names_the_offline_engines():
 
 
 def test_describe_with_keys_names_the_cloud_providers():
-    settings = Settings(
-        providers=ProviderSettings(openai_api_key="sk-x", elevenlabs_api_key="el-x"))
+    settings = Settings(providers=ProviderSettings(openai_api_key=SecretStr("sk-x"),
+                                                   elevenlabs_api_key=SecretStr("el-x")))
     info = describe(settings)
     assert info.asr[0].models[0].name == "openai"
     assert info.tts[0].voices[0].name == settings.providers.tts_voice
