@@ -315,6 +315,15 @@ def imported_names(folder: Path) -> set[str]:
 
 def test_the_edge_and_the_gateway_load_only_the_clients_settings() -> None:
     for folder in (ROOT / "edge", ROOT / "voxqueue" / "gateway"):
+        assert folder.is_dir(), f"{folder} moved: check its new place instead"
         names = imported_names(folder)
         assert names <= {"ClientSettings", "get_client_settings"}, (folder, names)
     assert set(ClientSettings.model_fields) == {"redis", "turns", "gateway", "observability"}
+
+
+def test_a_client_never_reads_the_workers_parts(clean_env: pytest.MonkeyPatch) -> None:
+    clean_env.setenv("VOXQUEUE_PROVIDER_MAX_ATTEMPTS", "not a number")
+    clean_env.setenv("VOXQUEUE_GATEWAY_PORT", "9000")
+    assert ClientSettings().gateway.port == 9000  # what the gateway and the edge load
+    with pytest.raises(ValidationError):
+        Settings()
