@@ -99,7 +99,7 @@ def zero_overhead_ratio() -> float:
     profile's token times and the TTS's first byte, with the first piece cut where the real
     splitter cuts it (the fake streams a token per word; the stop is a token too)."""
     words = streamed_words(REPLY)
-    splitter = SentenceSplitter(first_phrase_words=Settings(_env_file=None).first_phrase_words)  # type: ignore[call-arg]
+    splitter = SentenceSplitter(first_phrase_words=Settings().agent.first_phrase_words)
     cut_at = next(i for i, word in enumerate(words, 1) if splitter.feed(word))
     token_s = 1 / PROFILE["llm_tokens_per_s"]
     fixed = PROFILE["llm_ttft_s"] + PROFILE["tts_ttfb_s"]

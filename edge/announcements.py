@@ -24,7 +24,7 @@ from redis.retry import Retry
 from edge.link import Backoff, Link, is_connection_error
 from voxqueue.client.gateway import GatewayClient
 from voxqueue.keys import Keys
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 
 log = logging.getLogger("voxqueue.edge")
 
@@ -196,9 +196,9 @@ class AnnouncementListener:
                 self.deliver(item)
 
 
-def feed_for(client: object, settings: Settings, device: str) -> Feed:
+def feed_for(client: object, settings: ClientSettings, device: str) -> Feed:
     """A device's announcements through the gateway when it uses one, else from Redis."""
     if isinstance(client, GatewayClient):
         return GatewayFeed(client)
-    stream = Keys(settings.key_prefix).announcements(device)
-    return RedisFeed(settings.redis_url, stream, block_ms=2000)
+    stream = Keys(settings.redis.key_prefix).announcements(device)
+    return RedisFeed(settings.redis.url, stream, block_ms=2000)

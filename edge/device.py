@@ -30,7 +30,7 @@ from edge.sources import Source
 from edge.streamed import StreamedCommand
 from voxqueue.client.gateway import GatewayClient, connect_client
 from voxqueue.redis_conn import redact
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 
 log = logging.getLogger("voxqueue.edge")
 
@@ -41,7 +41,7 @@ class Device:
     def __init__(
         self,
         edge: EdgeSettings,
-        settings: Settings,
+        settings: ClientSettings,
         source: Source,
         player: Player,
         display: Display | None = None,
@@ -89,7 +89,7 @@ class Device:
     def _server_answers(self) -> bool:
         if isinstance(self.client, GatewayClient):
             return self.client.ping()
-        return redis_answers(self.settings.redis_url)
+        return redis_answers(self.settings.redis.url)
 
     @property
     def turns(self) -> list[TurnRecord]:
@@ -100,7 +100,7 @@ class Device:
         """Listen until the source ends (a file, stdin) or forever (the microphone)."""
         self.display.info(
             f"device {self.edge.device} listening for {' / '.join(self.listener.wake.names)}, "
-            f"server {self.settings.gateway_url or redact(self.settings.redis_url)}"
+            f"server {self.settings.gateway.url or redact(self.settings.redis.url)}"
         )
         self.responder.start()
         if self.announcements is not None:

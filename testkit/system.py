@@ -40,9 +40,9 @@ def durable_args() -> list[str]:
         from voxqueue.up.embedded_redis import durable_redis_args
     except ImportError:
         return []
-    from voxqueue.settings import Settings
+    from voxqueue.settings import RedisSettings
 
-    return list(durable_redis_args(Settings.model_fields["redis_appendfsync"].default))
+    return list(durable_redis_args(RedisSettings.model_fields["appendfsync"].default))
 
 
 class RedisServer:

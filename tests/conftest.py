@@ -52,12 +52,11 @@ class System:
     """Real worker processes (one per queue) and beat, with a client in the test process."""
 
     def __init__(self, env: dict[str, str], log_dir: Path, *, beat: bool = True) -> None:
-        from voxqueue.settings import Settings
+        from voxqueue.settings import RedisSettings, Settings
         from voxqueue.up.supervisor import Supervisor
 
         self.env = env
-        self.settings = Settings(_env_file=None, **{  # type: ignore[call-arg]
-            "redis_url": env["VOXQUEUE_REDIS_URL"]})
+        self.settings = Settings(redis=RedisSettings(url=env["VOXQUEUE_REDIS_URL"]))
         self.sup = Supervisor(self.settings, env=env, log_dir=log_dir)
         self.beat = beat
         self._client = None
@@ -70,10 +69,10 @@ class System:
 
     def client(self):  # type: ignore[no-untyped-def]
         from voxqueue.client.direct import Client
-        from voxqueue.settings import Settings
+        from voxqueue.settings import RedisSettings, Settings
 
         if self._client is None:
-            settings = Settings(_env_file=None, redis_url=self.env["VOXQUEUE_REDIS_URL"])  # type: ignore[call-arg]
+            settings = Settings(redis=RedisSettings(url=self.env["VOXQUEUE_REDIS_URL"]))
             self._client = Client(settings)
         return self._client
 

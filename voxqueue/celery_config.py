@@ -10,7 +10,7 @@ from typing import Any
 from celery import Celery
 from kombu import Exchange, Queue
 
-from voxqueue.settings import QUEUES, Settings
+from voxqueue.settings import QUEUES, ClientSettings
 
 # Task names, by queue.
 STT_TRANSCRIBE = "voxqueue.stt.transcribe"
@@ -41,18 +41,19 @@ def route_task(name: str, args: Any, kwargs: Any, options: Any, task: Any = None
         return None
 
 
-def celery_config(settings: Settings) -> dict[str, Any]:
+def celery_config(settings: ClientSettings) -> dict[str, Any]:
     """Settings that give at-least-once delivery on Redis without pickle."""
     transport = {
-        "visibility_timeout": settings.visibility_timeout,
+        "visibility_timeout": settings.redis.visibility_timeout,
         "socket_timeout": 10,
         "socket_connect_timeout": 5,
         "socket_keepalive": True,
         "health_check_interval": 25,
         "retry_on_timeout": True,
-        # The lease (workers/runtime/lease.py): one worker process sweeps the unacked index each
-        # second (voxqueue.broker.transport.QoS), and a sweeper that dies holding kombu's restore
-        # lock frees it in 5 s (the default, 300 s, would stop every takeover for 5 minutes).
+        # The lease (workers/runtime/lease.py): one worker process sweeps the unacked index
+        # each second (voxqueue.broker.transport.QoS), and a sweeper that dies holding kombu's
+        # restore lock frees it in 5 s (the default, 300 s, would stop every takeover for 5
+        # minutes).
         "unacked_restore_interval": 1,
         "unacked_restore_throttle": 1,
         "unacked_mutex_expire": 5,
@@ -62,13 +63,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
     exchange = Exchange("voxqueue", type="direct")
     return {
-        "broker_url": settings.redis_url,
+        "broker_url": settings.redis.url,
         # kombu's Redis transport with a fix for a crash on reconnection.
         "broker_transport": "voxqueue.broker.transport:Transport",
-        "result_backend": settings.redis_url,
+        "result_backend": settings.redis.url,
         "broker_transport_options": transport,
-        "result_backend_transport_options": {"visibility_timeout": settings.visibility_timeout},
-        "visibility_timeout": settings.visibility_timeout,
+        "result_backend_transport_options": {
+            "visibility_timeout": settings.redis.visibility_timeout},
+        "visibility_timeout": settings.redis.visibility_timeout,
         # JSON only: a pickled message is refused, never run.
         "task_serializer": "json",
         "result_serializer": "json",
@@ -95,7 +97,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_channel_error_retry": True,
         "result_backend_always_retry": True,
         "result_backend_max_retries": 10,
-        "result_expires": max(3600, settings.turn_ttl_s),
+        "result_expires": max(3600, settings.turns.ttl_s),
         "task_publish_retry": True,
         "task_publish_retry_policy": {
             "max_retries": 5, "interval_start": 0.05, "interval_step": 0.2, "interval_max": 1.0},
@@ -118,7 +120,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     }
 
 
-def make_celery(settings: Settings, name: str = "voxqueue") -> Celery:
+def make_celery(settings: ClientSettings, name: str = "voxqueue") -> Celery:
     """A Celery app with voxqueue's configuration, for a process that sends tasks or inspects
     workers (a client, the exporter, ``doctor``, ``up``); never the current app, so it takes
     nothing from the workers' own (``workers.app``)."""

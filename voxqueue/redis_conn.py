@@ -10,7 +10,7 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import AuthenticationError, AuthorizationError
 from redis.retry import Retry
 
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 
 T = TypeVar("T")
 
@@ -42,14 +42,14 @@ def _not_refused(error: Exception) -> bool:
     return not isinstance(error, AuthenticationError | AuthorizationError)
 
 
-def connect(settings: Settings, *, decode: bool = False) -> redis.Redis:
+def connect(settings: ClientSettings, *, decode: bool = False) -> redis.Redis:
     """A client with timeouts and keep-alive that rides out a Redis restart.
 
     Every command is retried on connection errors and timeouts with exponential backoff, so a
     stage or a client in the middle of a turn waits for Redis to come back instead of failing.
     """
     return redis.Redis.from_url(
-        settings.redis_url,
+        settings.redis.url,
         decode_responses=decode,
         socket_timeout=10,
         socket_connect_timeout=2,

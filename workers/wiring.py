@@ -49,7 +49,7 @@ def chat_model_of(rt: Runtime) -> ChatModel:
     """The LLM provider, with the tokenizer that measures its context loaded beforehand."""
     model = select_chat_model(rt.settings, rt.tools)
     try:
-        encoding_for(rt.settings.llm_model)  # its encoding takes a moment to load
+        encoding_for(rt.settings.providers.llm_model)  # its encoding takes a moment to load
     except Exception as exc:  # counted when first needed instead
         log.warning("tokenizer not ready", error=str(exc))
     return model

@@ -29,7 +29,7 @@ from edge.sources import WavSource
 from tests.conftest import ROOT, SPEECH, RedisServer, System, system_env
 from voxqueue.audio import rms
 from voxqueue.keys import Keys
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -65,7 +65,7 @@ class Edge:
     def __init__(self, url: str, source: Any, out: Path, **edge: Any) -> None:
         self.out = out
         self.screen = io.StringIO()
-        settings = Settings(_env_file=None, redis_url=url)  # type: ignore[call-arg]
+        settings = Settings(redis=RedisSettings(url=url))
         config = EdgeSettings(
             _env_file=None,
             **{  # type: ignore[call-arg]

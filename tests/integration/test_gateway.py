@@ -15,12 +15,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
 from tests.conftest import ROOT, SPEECH, free_port
 from voxqueue.client.direct import InputError, Unavailable
 from voxqueue.client.gateway import GatewayClient
 from voxqueue.gateway.rules import session_of
-from voxqueue.settings import Settings
+from voxqueue.settings import GatewaySettings, RedisSettings, Settings
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -56,9 +57,10 @@ class Gateway:
     def device(self, name: str | None = None) -> GatewayClient:
         """A new device's client: its own name and token; Redis out of reach."""
         token = self.add(name or f"dev-{uuid.uuid4().hex[:8]}")
-        return GatewayClient(Settings(  # type: ignore[call-arg]
-            _env_file=None, gateway_url=self.url, device_token=token,
-            gateway_ca_file=self.ca_file, redis_url="redis://127.0.0.1:1/0"))
+        return GatewayClient(Settings(
+            gateway=GatewaySettings(url=self.url, device_token=SecretStr(token),
+                                    ca_file=self.ca_file),
+            redis=RedisSettings(url="redis://127.0.0.1:1/0")))
 
 
 @contextlib.contextmanager
@@ -343,9 +345,9 @@ def test_a_device_streams_asks_and_hears_over_tls(tls_gateway, fake):
 
 def test_a_device_that_does_not_trust_the_gateways_certificate_is_told_so(tls_gateway):
     token = tls_gateway.add("untrusting-box")
-    device = GatewayClient(Settings(  # type: ignore[call-arg]
-        _env_file=None, gateway_url=tls_gateway.url, device_token=token,
-        redis_url="redis://127.0.0.1:1/0"))
+    device = GatewayClient(Settings(
+        gateway=GatewaySettings(url=tls_gateway.url, device_token=token),
+        redis=RedisSettings(url="redis://127.0.0.1:1/0")))
     with device, pytest.raises(Unavailable) as refused:
         device.ask("hello")
     assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value)

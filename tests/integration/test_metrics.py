@@ -27,8 +27,8 @@ def value(text: str, prefix: str) -> float:
 
 def test_histograms_fill_from_turn_events(client, fake):
     # The exporter labels the tools the workers offer: it needs their tool modules too.
-    exporter = Exporter(client.settings.model_copy(
-        update={"tool_modules": "testkit.probe_tools"}))
+    exporter = Exporter(client.settings.replace(
+        tools={"modules": "testkit.probe_tools"}))
     port = free_port()
     exporter.serve(port)
     thread = threading.Thread(target=exporter.run, kwargs={"sample_every_s": 0.5}, daemon=True)

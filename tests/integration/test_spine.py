@@ -151,7 +151,7 @@ def test_turns_of_one_session_never_interleave(client, fake):
 
 def test_oversized_audio_is_refused_before_anything_is_enqueued(client, fake, tmp_path):
     big = tmp_path / "big.wav"
-    big.write_bytes(b"RIFF" + b"\0" * (client.settings.max_audio_bytes + 10))
+    big.write_bytes(b"RIFF" + b"\0" * (client.settings.turns.max_audio_bytes + 10))
     before = client.redis.dbsize()
     with pytest.raises(InputError) as err:
         client.say(big)

@@ -110,7 +110,7 @@ def test_a_stream_that_stops_without_its_end_fails_clearly(client, fake):
 
 def test_too_much_audio_is_refused_and_the_turn_cancelled(client):
     speech = client.stream(session="too-long")
-    limit = client.settings.max_audio_bytes
+    limit = client.settings.turns.max_audio_bytes
     with pytest.raises(InputError) as refused:
         for _ in range(limit // 32000 + 2):
             speech.write(bytes(32000))

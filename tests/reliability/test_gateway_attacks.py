@@ -18,13 +18,14 @@ from typing import Any
 import httpx
 import pytest
 import websockets.sync.client as wsc
+from pydantic import SecretStr
 from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import ROOT, SPEECH
 from tests.integration.test_gateway import VOXQUEUE, Gateway, running_gateway
 from voxqueue.client.gateway import GatewayClient
 from voxqueue.gateway.devices import DeviceRegistry
-from voxqueue.settings import Settings
+from voxqueue.settings import GatewaySettings, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -285,13 +286,13 @@ def test_half_open_requests_are_closed_after_the_header_timeout(gateway, reliabi
 
 def test_the_client_refuses_plain_http_to_another_host():
     def client(url: str, **extra: Any) -> GatewayClient:
-        return GatewayClient(Settings(_env_file=None, gateway_url=url,  # type: ignore[call-arg]
-                                      device_token="vqd_x", **extra))
+        return GatewayClient(Settings(gateway=GatewaySettings(
+            url=url, device_token=SecretStr("vqd_x"), **extra)))
 
     with pytest.raises(ValueError, match="VOXQUEUE_GATEWAY_ALLOW_HTTP"):
         client("http://192.0.2.10:8765")
     for url, extra in (("https://192.0.2.10:8765", {}), ("http://127.0.0.1:8765", {}),
-                       ("http://192.0.2.10:8765", {"gateway_allow_http": True})):
+                       ("http://192.0.2.10:8765", {"allow_http": True})):
         client(url, **extra).close()
 
 

@@ -131,9 +131,9 @@ def test_a_provider_that_stays_down_ends_the_turn_with_an_apology(client, fake, 
     turn = client.say(AUDIO, session="rel-stt-down")
     result = case.check(turn)
     assert_apologized(turn, result, "stt-failed")
-    assert len(fake.requests_for("transcriptions")) == client.settings.provider_max_attempts
+    assert len(fake.requests_for("transcriptions")) == client.settings.providers.max_attempts
     assert fake.requests_for("chat") == []
-    case.note(f"{client.settings.provider_max_attempts} attempts, stt-failed, spoken apology")
+    case.note(f"{client.settings.providers.max_attempts} attempts, stt-failed, spoken apology")
 
 
 def test_tts_that_stays_down_ends_the_turn_with_a_coded_error(client, fake, reliability_case):
@@ -201,8 +201,8 @@ def test_an_llm_that_keeps_resetting_ends_with_an_apology(client, fake, reliabil
     turn = client.ask("anyone?", session="rel-reset-down")
     result = case.check(turn)
     assert_apologized(turn, result, "llm-failed")
-    assert len(fake.requests_for("chat")) == client.settings.provider_max_attempts
-    case.note(f"{client.settings.provider_max_attempts} attempts, llm-failed, spoken apology")
+    assert len(fake.requests_for("chat")) == client.settings.providers.max_attempts
+    case.note(f"{client.settings.providers.max_attempts} attempts, llm-failed, spoken apology")
 
 
 # -- broken streams and answers -----------------------------------------------------------------

@@ -35,8 +35,8 @@ def restartable(fake_providers, tmp_path):
     )
     system = System(env, tmp_path)
     system.start()
-    system.sup.settings = system.sup.settings.model_copy(
-        update={
+    system.sup.settings = system.sup.settings.replace(
+        dashboard={
             "flower_port": flower_port,
             "flower_user": "ops",
             "flower_password": SecretStr("pw"),

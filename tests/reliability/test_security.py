@@ -31,7 +31,7 @@ from tests.reliability.conftest import (
 from tests.reliability.tls import make_tls_files
 from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TOOLS_RUN, TTS_SPEAK
 from voxqueue.client.direct import Client, Unavailable
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -124,15 +124,15 @@ def guarded(fake_providers, tmp_path_factory) -> Iterator[System]:
             env, tmp_path_factory.mktemp("guarded-logs"), loglevel="DEBUG"
         ) as system:
             sup = system.sup
-            sup.settings = sup.settings.model_copy(
-                update={
+            sup.settings = sup.settings.replace(
+                dashboard={
                     "flower_port": free_port(),
                     "flower_user": FLOWER_USER,
                     "flower_password": SecretStr(FLOWER_PW),
                 }
             )
             sup.start("flower", sup.flower_argv(), sup.flower_env())
-            base = f"http://127.0.0.1:{sup.settings.flower_port}"
+            base = f"http://127.0.0.1:{sup.settings.dashboard.flower_port}"
             give_up = time.time() + 60
             while http_get(f"{base}/api/workers", (FLOWER_USER, FLOWER_PW))[0] != 200:
                 assert time.time() < give_up, "Flower did not start"
@@ -259,7 +259,7 @@ def test_a_full_spoken_turn_works_with_a_redis_password(guarded, fake_providers,
 def test_a_wrong_redis_password_is_a_clear_error_that_hides_it(guarded, reliability_case):
     case = reliability_case("client with a wrong Redis password")
     url = guarded.env["VOXQUEUE_REDIS_URL"].replace(REDIS_PW, "not-the-password")
-    client = Client(Settings(_env_file=None, redis_url=url))  # type: ignore[call-arg]
+    client = Client(Settings(redis=RedisSettings(url=url)))
     try:
         with pytest.raises(Unavailable) as err:
             client.ask("hello", session="rel-wrong-pw")

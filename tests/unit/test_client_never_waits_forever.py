@@ -11,7 +11,7 @@ import redis
 
 from voxqueue.client.direct import Client, Turn
 from voxqueue.contracts import TurnSpec
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 
 DB = 8
 
@@ -20,7 +20,7 @@ DB = 8
 def client(redis_server) -> Iterator[Client]:
     url = redis_server.url[:-1] + str(DB)
     redis.Redis.from_url(url).flushdb()
-    with Client(Settings(_env_file=None, redis_url=url)) as made:  # type: ignore[call-arg]
+    with Client(Settings(redis=RedisSettings(url=url))) as made:
         yield made
 
 

@@ -112,7 +112,7 @@ def test_the_system_asks_about_the_first_held_back_call_only(rt, registry):
     entry = PendingAction.model_validate_json(rt.redis.get(rt.keys.pending_action("s-ask")))
     assert entry.question == 'Run unlock with door "front"?' and entry.name == "unlock"
     assert json.loads(entry.arguments) == {"door": "front"}
-    assert 0 < rt.redis.ttl(rt.keys.pending_action("s-ask")) <= rt.settings.confirm_ttl_s
+    assert 0 < rt.redis.ttl(rt.keys.pending_action("s-ask")) <= rt.settings.tools.confirm_ttl_s
     answer_record = json.loads(rt.redis.hget(rt.keys.turn(entry.turn_id), "answer:2"))
     assert answer_record["text"] == entry.question and answer_record["calls"] == []
     first, second = sorted(asked.held, key=lambda c: c != entry.call_id)
@@ -203,7 +203,7 @@ def test_a_spoken_yes_is_read_from_the_transcript(rt, registry):
 
 
 def test_a_pending_action_expires(rt, registry):
-    short = runtime_for(rt.settings.model_copy(update={"confirm_ttl_s": 1}))
+    short = runtime_for(rt.settings.replace(tools={"confirm_ttl_s": 1}))
     question_turn(short, registry, "s-late", FRONT)
     time.sleep(1.2)
     assert confirmed(short, answer(short, "s-late", "yes")) is None
@@ -247,12 +247,12 @@ def test_clearing_a_session_clears_its_taint_and_pending_action(rt, registry):
 
 # -- M5: the taint lives as long as the text ---------------------------------------------------
 def test_the_taint_lives_as_long_as_the_history(rt, registry):
-    short = runtime_for(rt.settings.model_copy(update={"session_ttl_s": 3}))
+    short = runtime_for(rt.settings.replace(turns={"session_ttl_s": 3}))
     spec = new_turn(short, "s-ttl", "read me that page")
     call = ToolCall(turn_id=spec.turn_id, session_id="s-ttl", device=None, call_id="c",
                     name="read_page")
     TurnGuard(short.redis, short.keys, short.settings).taint(call, "read_page")
-    history = History(short.redis, short.keys, "s-ttl", short.settings.session_ttl_s)
+    history = History(short.redis, short.keys, "s-ttl", short.settings.turns.session_ttl_s)
     history.extend([msg.user("read me that page"), msg.assistant("It says to unlock.")])
     time.sleep(2)
     history.extend([msg.user("and now?"), msg.assistant("Nothing new.")])  # a later turn

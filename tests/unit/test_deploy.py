@@ -13,7 +13,8 @@ import yaml
 
 from tests.conftest import ROOT
 from voxqueue.celery_config import celery_config
-from voxqueue.settings import QUEUES, Settings
+from voxqueue.cli_settings_doc import every_name
+from voxqueue.settings import QUEUES, DashboardSettings, Settings
 from voxqueue.up.process_table import (
     DEFAULT_PROCESSES,
     FLOWER_MAX_TASKS,
@@ -77,16 +78,13 @@ def test_compose_redis_flower_and_beat():
     # A day of turns in its task list, as `voxqueue up` runs it (its own default is 10,000).
     assert f"--max_tasks={FLOWER_MAX_TASKS}" in services["flower"]["command"]
     assert FLOWER_NO_EVENTS_ASK in services["flower"]["command"]  # idle workers stay asleep
-    assert Settings.model_fields["flower_max_tasks"].default == FLOWER_MAX_TASKS
+    assert DashboardSettings.model_fields["flower_max_tasks"].default == FLOWER_MAX_TASKS
 
 
 def test_compose_environment_names_are_real_settings_and_shutdown_is_graceful():
-    from voxqueue.wyoming.guard import WyomingPolicy
-
     services = compose()["services"]
-    fields = {f"VOXQUEUE_{name.upper()}" for name in Settings.model_fields}
-    fields |= {f"VOXQUEUE_WYOMING_{name.upper()}" for name in WyomingPolicy.model_fields}
-    soft = celery_config(Settings(_env_file=None))["worker_soft_shutdown_timeout"]
+    fields = every_name()
+    soft = celery_config(Settings())["worker_soft_shutdown_timeout"]
     for name, service in services.items():
         for var in service.get("environment", {}):
             if var.startswith("VOXQUEUE_"):
@@ -213,7 +211,7 @@ def test_kubernetes_manifests_are_generated_from_the_code():
     docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "voxqueue.yaml").read_text()))
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
     scaled = {d["spec"]["scaleTargetRef"]["name"]: d for d in docs if d["kind"] == "ScaledObject"}
-    soft = celery_config(Settings(_env_file=None))["worker_soft_shutdown_timeout"]
+    soft = celery_config(Settings())["worker_soft_shutdown_timeout"]
     for queue in QUEUES:
         dep = deployments[f"voxqueue-worker-{queue}"]
         pod = dep["spec"]["template"]["spec"]
@@ -281,12 +279,7 @@ def test_systemd_units_run_real_commands_with_real_settings(unit):
     done = subprocess.run([sys.executable, "-m", "voxqueue.cli", start, "--help"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    from edge.settings import EdgeSettings
-    from voxqueue.wyoming.guard import WyomingPolicy
-
-    fields = {f"VOXQUEUE_{n.upper()}" for n in Settings.model_fields}
-    fields |= {f"VOXQUEUE_EDGE_{n.upper()}" for n in EdgeSettings.model_fields}
-    fields |= {f"VOXQUEUE_WYOMING_{n.upper()}" for n in WyomingPolicy.model_fields}
+    fields = every_name()
     for var in re.findall(r"^#\s+(VOXQUEUE_\w+)=", text, re.M):
         assert var in fields, f"{unit}: {var} is not a setting"
 

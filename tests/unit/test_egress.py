@@ -15,7 +15,7 @@ from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.contracts import ToolOutcome, TurnSpec
 from voxqueue.sessions import Sessions
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 from workers.monitor.monitors import MonitorStore
 from workers.monitor.tools import create_monitor
 from workers.runtime.resources import Runtime
@@ -114,9 +114,9 @@ def services() -> Iterator[FakeServices]:
 @pytest.fixture
 def rt(redis_server, services) -> Iterator[Runtime]:
     url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
-    runtime_ = runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
-                                key_prefix=f"vqe-{uuid.uuid4().hex[:8]}",
-                                **services.settings()))
+    runtime_ = runtime_for(Settings(
+        redis=RedisSettings(url=url, key_prefix=f"vqe-{uuid.uuid4().hex[:8]}"),
+        tools=services.settings()))
     with installed(runtime_):
         yield runtime_
 

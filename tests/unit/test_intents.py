@@ -10,7 +10,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import SecretStr
 
-from voxqueue.settings import Settings
+from voxqueue.settings import ProviderSettings, Settings
 from workers.agent import messages as msg
 from workers.agent.providers.base import Answer, ToolCallRequest
 from workers.agent.providers.local_intents import LocalIntents
@@ -340,7 +340,7 @@ def complete(model: Any, messages: list[dict[str, Any]], registry: ToolRegistry)
 
 @pytest.fixture
 def local(registry: ToolRegistry) -> LocalIntents:
-    return LocalIntents(Settings(_env_file=None), registry)  # type: ignore[call-arg]
+    return LocalIntents(Settings(), registry)
 
 
 def test_local_agent_calls_the_tool_then_speaks_its_result(local, registry):
@@ -495,16 +495,11 @@ def test_select_chat_model_wraps_openai_in_prefer_local(registry):
     from workers.agent.providers import select_chat_model
 
     key = SecretStr("sk-test")
-    on = Settings(_env_file=None, llm="openai", openai_api_key=key)  # type: ignore[call-arg]
+    on = Settings(providers=ProviderSettings(llm="openai", openai_api_key=key))
     assert isinstance(select_chat_model(on, registry), PreferLocal)
-    off = Settings(
-        _env_file=None,
-        llm="openai",
-        openai_api_key=key,  # type: ignore[call-arg]
-        prefer_local=False,
-    )
+    off = Settings(providers=ProviderSettings(llm="openai", openai_api_key=key, prefer_local=False))
     assert select_chat_model(off, registry).name == "openai"
-    offline = Settings(_env_file=None, llm="auto")  # type: ignore[call-arg]
+    offline = Settings(providers=ProviderSettings(llm="auto"))
     assert isinstance(select_chat_model(offline, registry), LocalIntents)
 
 

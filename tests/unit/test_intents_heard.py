@@ -16,7 +16,7 @@ from workers.tools.builtin.web import fetch_url
 
 @pytest.fixture(scope="module")
 def matcher() -> IntentMatcher:
-    return matcher_for(assemble_tools(Settings(_env_file=None), mcp=False))  # type: ignore[call-arg]
+    return matcher_for(assemble_tools(Settings(), mcp=False))
 
 
 def calls(matcher: IntentMatcher, text: str) -> list[tuple[str, dict]]:

@@ -15,7 +15,7 @@ from celery import Celery
 from testkit.fakes.flip_server import FlipServer
 from voxqueue.celery_config import make_celery
 from voxqueue.contracts import TurnEvent
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings, ToolSettings
 from workers.housekeeping.beat_scheduler import beat_config
 from workers.monitor.alerts import Alerter
 from workers.monitor.checks import CheckResult, provider_error_rate, run_check
@@ -46,11 +46,8 @@ def rt(redis_server) -> Runtime:
     redis.Redis.from_url(url).flushdb()
     return runtime_for(
         Settings(
-            _env_file=None,
-            redis_url=url,
-            url_allowlist="127.0.0.1",  # type: ignore[call-arg]
-            fetch_timeout_s=2.0,
-        )
+            redis=RedisSettings(url=url),
+            tools=ToolSettings(url_allowlist="127.0.0.1", fetch_timeout_s=2.0))
     )
 
 
@@ -230,7 +227,7 @@ def test_settings_monitors_are_synced_idempotently(rt, beat_app):
         {"name": "mine", "kind": "queue_depth", "every": 5},  # taken by the agent's
         {"name": "broken", "kind": "http", "target": "ftp://x", "every": 5},
     ]
-    settings = rt.settings.model_copy(update={"monitors": wanted})
+    settings = rt.settings.replace(monitors={"configured": wanted})
     rt2 = runtime_for(settings)
     assert sync_monitors(beat_app, rt2) == ["backlog", "mine"]
     assert {m.name: m.origin for m in store.all()} == {"backlog": "settings", "mine": "tool"}
@@ -240,7 +237,7 @@ def test_settings_monitors_are_synced_idempotently(rt, beat_app):
     sync_monitors(beat_app, rt2)
     assert store.state("backlog").checks == 3  # state kept
     # Dropped from the settings: deleted and unscheduled; the agent's monitor stays.
-    sync_monitors(beat_app, runtime_for(settings.model_copy(update={"monitors": []})))
+    sync_monitors(beat_app, runtime_for(settings.replace(monitors={"configured": []})))
     assert [m.name for m in store.all()] == ["mine"]
     assert not is_scheduled(beat_app, "backlog")
 

@@ -25,7 +25,7 @@ def pcm_of(name: str) -> bytes:
 
 @pytest.fixture(scope="module")
 def stt() -> PocketsphinxTranscriber:
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings()
     return PocketsphinxTranscriber(settings, assemble_tools(settings))
 
 

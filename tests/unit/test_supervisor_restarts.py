@@ -63,7 +63,7 @@ def test_exit_codes_are_told_as_people_read_them():
 
 def test_a_child_that_dies_is_started_again_with_backoff_and_the_others_keep_running(marker):
     said: list[str] = []
-    sup = Supervisor(Settings(_env_file=None), restart=RestartPolicy(0.2, 0.8, 30.0),  # type: ignore[call-arg]
+    sup = Supervisor(Settings(), restart=RestartPolicy(0.2, 0.8, 30.0),
                      log=said.append)
     try:
         tools = sup.start("tools", sleeper(marker))
@@ -87,7 +87,7 @@ def test_a_child_that_dies_is_started_again_with_backoff_and_the_others_keep_run
 
 def test_a_child_that_ran_stably_starts_again_from_the_first_delay(marker):
     said: list[str] = []
-    sup = Supervisor(Settings(_env_file=None), restart=RestartPolicy(0.1, 5.0, 0.5),  # type: ignore[call-arg]
+    sup = Supervisor(Settings(), restart=RestartPolicy(0.1, 5.0, 0.5),
                      log=said.append)
     try:
         proc = sup.start("flaky", sleeper(marker))
@@ -104,7 +104,7 @@ def test_a_child_that_ran_stably_starts_again_from_the_first_delay(marker):
 
 
 def test_nothing_is_started_again_once_stopping(marker):
-    sup = Supervisor(Settings(_env_file=None), restart=RestartPolicy(0.1, 0.1, 30.0),  # type: ignore[call-arg]
+    sup = Supervisor(Settings(), restart=RestartPolicy(0.1, 0.1, 30.0),
                      log=lambda _: None)
     proc = sup.start("dies", sleeper(marker))
     sup.start("lives", sleeper(marker))

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 import trustme
+from pydantic import SecretStr
 from websockets.exceptions import ConnectionClosed
 
 from testkit.fakes import FakeProviders
 from testkit.fakes.provider_server import spoken_pcm
 from tests.conftest import SPEECH
 from voxqueue.audio import read_speech
-from voxqueue.settings import Settings
+from voxqueue.settings import ProviderSettings, Settings
 from voxqueue.tls_websocket import SerializedTLSConnection, SerializedTLSSocket, connect
 
 
@@ -297,9 +298,10 @@ def test_the_realtime_transcription_session_runs_on_the_serialized_connection(
     ca.cert_pem.write_to_path(str(pem))
     monkeypatch.setenv("SSL_CERT_FILE", str(pem))  # the SDK's socket trusts the default store
     fake.script_transcripts("what time is it")
-    settings = Settings(  # type: ignore[call-arg]
-        _env_file=None, openai_api_key="sk-test", openai_base_url=fake.openai_base_url,
-        openai_stt_transport="realtime")
+    settings = Settings(
+        providers=ProviderSettings(openai_api_key=SecretStr("sk-test"),
+                                   openai_base_url=fake.openai_base_url,
+                                   openai_stt_transport="realtime"))
     hearing = OpenAITranscriber(settings).hear(deadline=math.inf)
     assert hearing is not None
     try:

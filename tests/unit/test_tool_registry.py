@@ -141,8 +141,8 @@ def test_tools_see_their_call_context(registry):
 
 
 def test_builtin_registry_and_user_modules(monkeypatch):
-    from voxqueue.settings import Settings
+    from voxqueue.settings import Settings, ToolSettings
     from workers.tool_registry.assembly import assemble_tools
 
-    reg = assemble_tools(Settings(_env_file=None, tool_modules="testkit.probe_tools"))
+    reg = assemble_tools(Settings(tools=ToolSettings(modules="testkit.probe_tools")))
     assert {"get_current_time", "calculate", "sleep_one", "add_numbers"} <= set(reg.names)

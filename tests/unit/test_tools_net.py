@@ -13,7 +13,7 @@ import socket
 import pytest
 
 from testkit.fakes.http_services import FakeServices
-from voxqueue.settings import Settings
+from voxqueue.settings import Settings, ToolSettings
 from workers.tool_registry.net import (
     Allowlist,
     BlockedURLError,
@@ -50,8 +50,8 @@ def no_outside_connections(monkeypatch):
     return attempts
 
 
-def settings(**kw) -> Settings:
-    return Settings(_env_file=None, **kw)
+def settings(**tools) -> Settings:
+    return Settings(tools=ToolSettings(**tools))
 
 
 @pytest.mark.parametrize(

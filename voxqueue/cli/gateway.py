@@ -19,7 +19,7 @@ from voxqueue.gateway.rules import session_of
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import connect
 from voxqueue.sessions import Sessions
-from voxqueue.settings import Settings, get_settings
+from voxqueue.settings import Settings, get_client_settings, get_settings
 
 out = Console()
 
@@ -31,7 +31,7 @@ devices_app = typer.Typer(help="Devices and their tokens (for the gateway).",
 
 def _registry() -> DeviceRegistry:
     settings = get_settings()
-    return DeviceRegistry(connect(settings), Keys(settings.key_prefix))
+    return DeviceRegistry(connect(settings), Keys(settings.redis.key_prefix))
 
 
 @devices_app.callback()
@@ -83,7 +83,7 @@ def forget_device(settings: Settings, name: str) -> dict[str, int]:
     from workers.monitor.monitors import MonitorStore
     from workers.tool_registry.timer_store import TimerStore
 
-    r, keys = connect(settings), Keys(settings.key_prefix)
+    r, keys = connect(settings), Keys(settings.redis.key_prefix)
     owner = f"device:{name}"
     timers = TimerStore(r, keys)
     cancelled = sum(timers.cancel(item) for item in timers.pending(owner))
@@ -107,10 +107,9 @@ def gateway(
     """Serve the devices' gateway (HTTP; TLS with --certfile/--keyfile, or behind a proxy)."""
     from voxqueue.gateway.server import serve
 
-    settings = get_settings()
-    updates = {k: v for k, v in {"gateway_host": host, "gateway_port": port}.items()
-               if v is not None}
-    serve(settings.model_copy(update=updates), certfile=certfile, keyfile=keyfile)
+    settings = get_client_settings()
+    updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    serve(settings.replace(gateway=updates), certfile=certfile, keyfile=keyfile)
 
 
 def _when(ts: float | None) -> str:
@@ -133,7 +132,7 @@ def wyoming(
 
     settings = get_settings()
     if uri is not None:
-        settings = settings.model_copy(update={"wyoming_uri": uri})
+        settings = settings.replace(wyoming={"uri": uri})
     configure_logging()
     quiet_library_logs()
     with contextlib.suppress(KeyboardInterrupt):

@@ -86,8 +86,8 @@ def exporter(port: Annotated[int | None, typer.Option(help="HTTP port for /metri
 
     settings = get_settings()
     exp = Exporter(settings)
-    exp.serve(port or settings.metrics_port, address)
-    out.print(f"Metrics on http://{address}:{port or settings.metrics_port}/metrics")
+    exp.serve(port or settings.dashboard.metrics_port, address)
+    out.print(f"Metrics on http://{address}:{port or settings.dashboard.metrics_port}/metrics")
     try:
         exp.run()
     except KeyboardInterrupt:

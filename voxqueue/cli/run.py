@@ -69,9 +69,9 @@ def up(
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(2) from exc
     if embedded:
-        out.print(f"[yellow]No Redis answered at {redact(get_settings().redis_url)}: started "
+        out.print(f"[yellow]No Redis answered at {redact(get_settings().redis.url)}: started "
                   f"an embedded Redis at {url}.[/]\nIts data: {data_dir(sup.settings)} "
-                  f"(appendfsync {sup.settings.redis_appendfsync}; kept from one up to the next)",
+                  f"(appendfsync {sup.settings.redis.appendfsync}; kept from one up to the next)",
                   soft_wrap=True)
     else:
         out.print(f"Using Redis at {sup.describe_redis()}")
@@ -102,7 +102,7 @@ def _start_machine(sup: Supervisor, counts: dict[str, int], *, beat: bool,
         creds = flower_credentials(sup.settings)
         where = ("from VOXQUEUE_FLOWER_PASSWORD" if creds.source == "VOXQUEUE_FLOWER_PASSWORD"
                  else f"in {creds.source}")
-        out.print(f"Flower: http://127.0.0.1:{sup.settings.flower_port} "
+        out.print(f"Flower: http://127.0.0.1:{sup.settings.dashboard.flower_port} "
                   f"(user {creds.user}, password {where})")
 
 

@@ -38,7 +38,7 @@ from voxqueue.client.result import assemble, in_speaking_order
 from voxqueue.contracts import AgentStep, ErrorCode, SttJob, TurnEvent, TurnResult, TurnSpec
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import connect, redact
-from voxqueue.settings import Settings, get_settings
+from voxqueue.settings import ClientSettings, get_client_settings
 from voxqueue.turns import StreamEntry, TurnStore
 
 #: Seconds a waiting client gives the workers past the deadline before ending the turn itself.
@@ -328,12 +328,12 @@ def new_id() -> str:
 class Client:
     """Enqueues turns and follows them. Thread-safe; reuse one per process."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings or get_settings()
-        self.keys = Keys(self.settings.key_prefix)
+    def __init__(self, settings: ClientSettings | None = None) -> None:
+        self.settings = settings or get_client_settings()
+        self.keys = Keys(self.settings.redis.key_prefix)
         self.redis = connect(self.settings)
-        self.store = TurnStore(self.redis, self.keys, self.settings.turn_ttl_s,
-                               self.settings.session_ttl_s)
+        self.store = TurnStore(self.redis, self.keys, self.settings.turns.ttl_s,
+                               self.settings.turns.session_ttl_s)
         self._celery = make_celery(self.settings, "voxqueue-client")
 
     # -- starting turns ------------------------------------------------------------------------
@@ -352,11 +352,11 @@ class Client:
         text = text.strip()
         if not text:
             raise InputError(ErrorCode.INVALID_INPUT, "the text is empty")
-        if len(text) > self.settings.max_text_chars:
+        if len(text) > self.settings.turns.max_text_chars:
             raise InputError(
                 ErrorCode.INVALID_INPUT,
                 f"the text has {len(text)} characters, over the limit of "
-                f"{self.settings.max_text_chars} (VOXQUEUE_MAX_TEXT_CHARS)",
+                f"{self.settings.turns.max_text_chars} (VOXQUEUE_MAX_TEXT_CHARS)",
             )
         spec = self._spec("text", session, device, speak, deadline_s, text=text,
                           turn_id=turn_id, effects_allowed=None if effects_allowed is None
@@ -390,8 +390,8 @@ class Client:
                      pcm_rate: int | None, created_at: float | None,
                      until: str = "reply", turn_id: str | None = None) -> Turn:
         try:
-            pcm = read_speech(audio, max_bytes=self.settings.max_audio_bytes,
-                              max_seconds=self.settings.max_audio_seconds, pcm_rate=pcm_rate)
+            pcm = read_speech(audio, max_bytes=self.settings.turns.max_audio_bytes,
+                              max_seconds=self.settings.turns.max_audio_seconds, pcm_rate=pcm_rate)
         except AudioError as exc:
             raise InputError(exc.code, str(exc)) from exc
         turn_id = turn_id or new_id()
@@ -412,11 +412,11 @@ class Client:
         spec = self._spec("audio", session, device, speak, deadline_s, turn_id=turn_id,
                           audio_key=self.keys.speech(turn_id), audio_stream=True, until=until)
         self._start(spec, None, STT_TRANSCRIBE, SttJob(turn_id=turn_id))
-        limit = min(self.settings.max_audio_bytes,
-                    int(self.settings.max_audio_seconds * BYTES_PER_S))
+        limit = min(self.settings.turns.max_audio_bytes,
+                    int(self.settings.turns.max_audio_seconds * BYTES_PER_S))
         writer = SpeechWriter(self.redis, self.keys.speech(turn_id),
                               ended_key=self.keys.ended(turn_id), max_bytes=limit,
-                              ttl_s=self.settings.turn_ttl_s)
+                              ttl_s=self.settings.turns.ttl_s)
         return SpeechStream(Turn(self, spec), writer)
 
     def speak(self, text: str, *, device: str | None = None, session: str | None = None,
@@ -431,9 +431,9 @@ class Client:
         text = text.strip()
         if not text:
             raise InputError(ErrorCode.INVALID_INPUT, "the text is empty")
-        if len(text) > self.settings.max_text_chars:
+        if len(text) > self.settings.turns.max_text_chars:
             raise InputError(ErrorCode.INVALID_INPUT, f"the text has {len(text)} characters, "
-                             f"over the limit of {self.settings.max_text_chars}")
+                             f"over the limit of {self.settings.turns.max_text_chars}")
         spec = self._spec("text", session, device, True, deadline_s, text=text)
         self.store.create(spec, agent=False)
         self.redis.hset(self.keys.turn(spec.turn_id),
@@ -484,7 +484,7 @@ class Client:
                 "device": device,
                 "input": kind,
                 "created_at": created,
-                "deadline": now + (deadline_s or self.settings.turn_deadline_s),
+                "deadline": now + (deadline_s or self.settings.turns.deadline_s),
                 "speak": speak,
                 **fields,
             })
@@ -497,7 +497,7 @@ class Client:
         try:
             self.store.create(spec, audio=audio, agent=spec.until == "reply")
         except redis.RedisError as exc:
-            raise Unavailable(f"Redis at {redact(self.settings.redis_url)} is unreachable: "
+            raise Unavailable(f"Redis at {redact(self.settings.redis.url)} is unreachable: "
                               f"{exc}") from exc
         self._send(task, job)
 
@@ -511,5 +511,5 @@ class Client:
                                        argsrepr=job.describe(), headers=headers,
                                        ignore_result=True, task_id=job.task_id())
         except (redis.RedisError, OperationalError) as exc:
-            raise Unavailable(f"Redis at {redact(self.settings.redis_url)} is unreachable: "
+            raise Unavailable(f"Redis at {redact(self.settings.redis.url)} is unreachable: "
                               f"{exc}") from exc

@@ -27,7 +27,7 @@ from voxqueue.client.direct import Client, Turn
 from voxqueue.client.errors import InputError, Unavailable
 from voxqueue.contracts import TurnEvent, TurnSpec
 from voxqueue.contracts.gateway import Entries, GatewayError, TurnCreated
-from voxqueue.settings import Settings, get_settings
+from voxqueue.settings import ClientSettings, get_client_settings
 from voxqueue.turns import StreamEntry
 
 
@@ -121,15 +121,15 @@ class GatewayClient:
     ``device`` arguments are ignored: the gateway knows the device from its token.
     """
 
-    def __init__(self, settings: Settings) -> None:
-        if not settings.gateway_url or settings.device_token is None:
+    def __init__(self, settings: ClientSettings) -> None:
+        if not settings.gateway.url or settings.gateway.device_token is None:
             raise ValueError("set VOXQUEUE_GATEWAY_URL and VOXQUEUE_DEVICE_TOKEN")
-        refuse_plain_http(settings.gateway_url, settings.gateway_allow_http)
+        refuse_plain_http(settings.gateway.url, settings.gateway.allow_http)
         self.settings = settings
-        token = settings.device_token.get_secret_value()
-        self.tls = (ssl.create_default_context(cafile=str(settings.gateway_ca_file))
-                    if settings.gateway_ca_file else None)
-        self.http = httpx.Client(base_url=settings.gateway_url.rstrip("/"),
+        token = settings.gateway.device_token.get_secret_value()
+        self.tls = (ssl.create_default_context(cafile=str(settings.gateway.ca_file))
+                    if settings.gateway.ca_file else None)
+        self.http = httpx.Client(base_url=settings.gateway.url.rstrip("/"),
                                  headers={"Authorization": f"Bearer {token}"},
                                  timeout=httpx.Timeout(15.0, connect=5.0),
                                  verify=self.tls or True)
@@ -183,7 +183,7 @@ class GatewayClient:
         params = {"rate": rate, "speak": str(speak).lower(),
                   **({"session": session} if session else {}),
                   **({"deadline_s": deadline_s} if deadline_s else {})}
-        url = (self.settings.gateway_url or "").replace("http", "ws", 1).rstrip("/")
+        url = (self.settings.gateway.url or "").replace("http", "ws", 1).rstrip("/")
         return url + "/v1/turns/stream?" + urlencode(params)
 
     def say_frames(self, frames: Iterable[bytes], *, rate: int = 16000,
@@ -261,7 +261,7 @@ class GatewayClient:
         try:
             answer = self.http.request(method, path, **kw)
         except httpx.HTTPError as exc:
-            raise Unavailable(f"the gateway at {self.settings.gateway_url} is unreachable: "
+            raise Unavailable(f"the gateway at {self.settings.gateway.url} is unreachable: "
                               f"{exc.__class__.__name__}: {exc}") from exc
         if answer.status_code < 400:
             return answer
@@ -308,8 +308,8 @@ class GatewayTurn(Turn):
 AnyClient = Client | GatewayClient
 
 
-def connect_client(settings: Settings | None = None) -> AnyClient:
+def connect_client(settings: ClientSettings | None = None) -> AnyClient:
     """``GatewayClient`` when ``VOXQUEUE_GATEWAY_URL`` is set (a device: no Redis, its own
     token), else ``Client`` straight to Redis (a trusted single machine)."""
-    chosen = settings or get_settings()
-    return GatewayClient(chosen) if chosen.gateway_url else Client(chosen)
+    chosen = settings or get_client_settings()
+    return GatewayClient(chosen) if chosen.gateway.url else Client(chosen)

@@ -62,7 +62,7 @@ from voxqueue.gateway.access import Access, bearer
 from voxqueue.gateway.devices import DeviceRegistry
 from voxqueue.gateway.rules import Refused, deadline_of, rate_of, session_of
 from voxqueue.gateway.streams import forget_read, read_after
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 from voxqueue.turns import TurnNotFound
 
 
@@ -105,7 +105,7 @@ async def stream_turn(gw: Gateway, ws: WebSocket) -> None:
         return
     await ws.accept()
     speech: list[SpeechStream] = []  # the turn's stream, once it has begun
-    lifetime = gw.settings.max_audio_seconds + gw.settings.gateway_stream_grace_s
+    lifetime = gw.settings.turns.max_audio_seconds + gw.settings.gateway.stream_grace_s
     try:
         with gw.sockets.slot(device):
             await gw.spend(device, gw.turns)  # a stream is a turn from the moment it opens
@@ -126,7 +126,7 @@ async def _capture(gw: Gateway, ws: WebSocket, device: str, speech: list[SpeechS
     rate = rate_of(q.get("rate"), SAMPLE_RATE)
     deadline = gw._deadline(q.get("deadline_s"))
     session, speak = session_of(device, q.get("session")), q.get("speak", "true") != "false"
-    frames = Frames(gw.settings.gateway_stream_max_frames)
+    frames = Frames(gw.settings.gateway.stream_max_frames)
     if rate != SAMPLE_RATE:
         await _buffered(gw, ws, device, rate or SAMPLE_RATE, session, speak, deadline, frames)
         return
@@ -154,8 +154,8 @@ async def _capture(gw: Gateway, ws: WebSocket, device: str, speech: list[SpeechS
 async def _buffered(gw: Gateway, ws: WebSocket, device: str, rate: int, session: str,
                     speak: bool, deadline: float | None, frames: Frames) -> None:
     """Audio at another rate: collected, converted, and the turn started at the end."""
-    limit = min(gw.settings.max_audio_bytes,
-                int(gw.settings.max_audio_seconds * rate * SAMPLE_WIDTH))
+    limit = min(gw.settings.turns.max_audio_bytes,
+                int(gw.settings.turns.max_audio_seconds * rate * SAMPLE_WIDTH))
     pcm = await _frames(ws, limit, frames)
     if pcm is None:
         return
@@ -257,26 +257,26 @@ Handler = Callable[[Request, str], Awaitable[Response]]
 class Gateway:
     """The handlers and what they share: one client, the device registry, the budgets."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: ClientSettings) -> None:
         self.settings = s = settings
         self.client = Client(settings)
         self.devices = DeviceRegistry(self.client.redis, self.client.keys)
         self.budgets = Budgets(self.client.redis, self.client.keys)
-        self.turns = Limit("turns", "turns", s.gateway_turns_per_minute, s.gateway_turns_per_hour)
-        self.speak_chars = Limit(SPEAK_CHARS, "characters", s.gateway_speak_chars_per_minute,
-                                 s.gateway_speak_chars_per_hour, held=s.reply_max_chars)
+        self.turns = Limit("turns", "turns", s.gateway.turns_per_minute, s.gateway.turns_per_hour)
+        self.speak_chars = Limit(SPEAK_CHARS, "characters", s.gateway.speak_chars_per_minute,
+                                 s.gateway.speak_chars_per_hour, held=s.turns.reply_max_chars)
         self.audio_seconds = Limit("audio-seconds", "seconds of speech",
-                                   s.gateway_audio_seconds_per_minute,
-                                   s.gateway_audio_seconds_per_hour)
-        self.polls = InFlight("long polls", s.gateway_polls_per_device)
-        self.sockets = InFlight("streams", s.gateway_sockets_per_device)
+                                   s.gateway.audio_seconds_per_minute,
+                                   s.gateway.audio_seconds_per_hour)
+        self.polls = InFlight("long polls", s.gateway.polls_per_device)
+        self.sockets = InFlight("streams", s.gateway.sockets_per_device)
         # Every wait is cut in slices of under a second: the timeout is far above the longest.
         self.aredis = aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
-            s.redis_url, max_connections=s.gateway_redis_pool, timeout=5,
+            s.redis.url, max_connections=s.gateway.redis_pool, timeout=5,
             socket_timeout=MAX_WAIT_MS / 1000 + 20, socket_connect_timeout=5))
-        self.health_redis = aioredis.Redis.from_url(s.redis_url, max_connections=2,
+        self.health_redis = aioredis.Redis.from_url(s.redis.url, max_connections=2,
                                                     socket_timeout=5, socket_connect_timeout=5)
-        self.access = Access(self.aredis, self.client.keys, s.gateway_revocation_check_s)
+        self.access = Access(self.aredis, self.client.keys, s.gateway.revocation_check_s)
 
     async def close(self) -> None:
         await self.aredis.aclose()
@@ -331,7 +331,7 @@ class Gateway:
         if not speak:
             yield turn_id
             return
-        until = time.time() + (deadline_s or self.settings.turn_deadline_s) + HOLD_SLACK_S
+        until = time.time() + (deadline_s or self.settings.turns.deadline_s) + HOLD_SLACK_S
         await self.spend(device, self.speak_chars, 0, hold=(turn_id, until))
         try:
             yield turn_id
@@ -342,7 +342,7 @@ class Gateway:
             raise
 
     def _deadline(self, asked: float | str | None) -> float | None:
-        return deadline_of(asked, self.settings.max_deadline_s)
+        return deadline_of(asked, self.settings.turns.max_deadline_s)
 
     def _own_turn(self, device: str, turn_id: str) -> TurnSpec:
         """The turn's spec, if the turn is this device's: another's is as good as unknown."""
@@ -362,18 +362,18 @@ class Gateway:
         except ValidationError as exc:
             raise Refused(400, "invalid-input", f"not a text turn: {exc.errors()[0]['msg']}") \
                 from exc
-        if len(asked.text) > self.settings.max_text_chars:
+        if len(asked.text) > self.settings.turns.max_text_chars:
             raise Refused(413, "text-too-long", f"the text has {len(asked.text)} characters, "
-                          f"over the limit of {self.settings.max_text_chars}")
+                          f"over the limit of {self.settings.turns.max_text_chars}")
         self._deadline(asked.deadline_s)
         return asked
 
     async def read_body(self, request: Request, limit: int) -> bytes:
         """The body, within ``limit`` bytes and ``VOXQUEUE_GATEWAY_BODY_TIMEOUT_S``."""
-        with anyio.move_on_after(self.settings.gateway_body_timeout_s):
+        with anyio.move_on_after(self.settings.gateway.body_timeout_s):
             return await read_body(request, limit)
         raise Refused(408, "too-slow", f"the body took over "
-                      f"{self.settings.gateway_body_timeout_s:g} s")
+                      f"{self.settings.gateway.body_timeout_s:g} s")
 
     async def text_turn(self, request: Request, device: str) -> Response:
         asked = await self._text_request(request)
@@ -401,7 +401,7 @@ class Gateway:
         rate = rate_of(q.get("rate"), None)
         await self.spend(device, self.turns)
         await self.spend(device, self.audio_seconds, 0)  # refused when used up already
-        body = await self.read_body(request, self.settings.max_audio_bytes)
+        body = await self.read_body(request, self.settings.turns.max_audio_bytes)
         speak = q.get("speak", "true").lower() != "false"
         async with self.reply_held(device, speak, deadline) as turn_id:
             turn = await anyio.to_thread.run_sync(lambda: self.client.say(
@@ -416,11 +416,11 @@ class Gateway:
         after, wait_ms = _poll_params(request, default_after="0")
         stream = self.client.keys.events(turn_id)
         with self.polls.slot(device):
-            await forget_read(self.aredis, stream, after, False, self.settings.gateway_reply_ttl_s)
+            await forget_read(self.aredis, stream, after, False, self.settings.gateway.reply_ttl_s)
             entries = await read_after(self.aredis, stream, after, wait_ms,
                                        self._still(device, request))
         if any(e.event.get("type") == "run-end" for e in entries.entries):
-            await forget_read(self.aredis, stream, None, True, self.settings.gateway_reply_ttl_s)
+            await forget_read(self.aredis, stream, None, True, self.settings.gateway.reply_ttl_s)
         return JSONResponse(entries.model_dump(mode="json"))
 
     def _still(self, device: str, request: Request) -> Callable[[], Awaitable[None]]:
@@ -447,7 +447,7 @@ class Gateway:
         return JSONResponse(entries.model_dump(mode="json"))
 
 
-def create_app(settings: Settings) -> Starlette:
+def create_app(settings: ClientSettings) -> Starlette:
     """The gateway's ASGI application."""
     gw = Gateway(settings)
 

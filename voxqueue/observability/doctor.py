@@ -35,14 +35,14 @@ class Check:
 
 
 def check_redis(settings: Settings) -> tuple[Check, redis.Redis | None]:
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2,
+    client = redis.Redis.from_url(settings.redis.url, socket_connect_timeout=2,
                                   socket_timeout=3)
     try:
         info: Any = client.info("server")
     except redis.RedisError as exc:
-        return Check("redis", False, f"{redact(settings.redis_url)}: {exc}",
+        return Check("redis", False, f"{redact(settings.redis.url)}: {exc}",
                      "start Redis, or set VOXQUEUE_REDIS_URL (password and TLS in the URL)"), None
-    return Check("redis", True, f"{redact(settings.redis_url)} (Redis "
+    return Check("redis", True, f"{redact(settings.redis.url)} (Redis "
                  f"{info.get('redis_version')})"), client
 
 
@@ -88,7 +88,7 @@ def check_workers(settings: Settings) -> list[Check]:
 
 
 def check_beat(client: redis.Redis, settings: Settings) -> Check:
-    lock = Keys(settings.key_prefix).redbeat_prefix() + ":lock"  # celery-redbeat's lock key
+    lock = Keys(settings.redis.key_prefix).redbeat_prefix() + ":lock"  # celery-redbeat's lock key
     try:
         held = client.exists(lock)
     except redis.RedisError as exc:
@@ -102,7 +102,7 @@ def check_beat(client: redis.Redis, settings: Settings) -> Check:
 
 
 def check_flower(settings: Settings) -> list[Check]:
-    url = f"http://127.0.0.1:{settings.flower_port}/healthcheck"
+    url = f"http://127.0.0.1:{settings.dashboard.flower_port}/healthcheck"
     out = []
     try:
         with urllib.request.urlopen(url, timeout=2) as answer:
@@ -110,12 +110,13 @@ def check_flower(settings: Settings) -> list[Check]:
     except (urllib.error.URLError, OSError) as exc:
         out.append(Check("flower", False, f"{url}: {exc}",
                          "run: celery -A workers flower (voxqueue up does)", warning=True))
-    chosen = settings.flower_password.get_secret_value() if settings.flower_password else ""
+    password = settings.dashboard.flower_password
+    chosen = password.get_secret_value() if password else ""
     if chosen in ("", OLD_FLOWER_PASSWORD):
         out.append(Check("flower auth", True, "a made-up password, kept in "
                          f"{flower_password_file(settings)} (voxqueue up makes it)"))
         return out
-    weak = chosen in ("admin", settings.flower_user) or len(chosen) < 8
+    weak = chosen in ("admin", settings.dashboard.flower_user) or len(chosen) < 8
     out.append(Check("flower auth", not weak, "weak password" if weak else "password set",
                      "set a longer VOXQUEUE_FLOWER_PASSWORD, or unset it" if weak else "",
                      warning=weak))
@@ -124,17 +125,18 @@ def check_flower(settings: Settings) -> list[Check]:
 
 def check_providers(settings: Settings) -> list[Check]:
     out = []
-    wants_openai = {"stt": settings.stt == "openai", "llm": settings.llm == "openai"}
+    wants_openai = {"stt": settings.providers.stt == "openai",
+                    "llm": settings.providers.llm == "openai"}
     for stage, wanted in wants_openai.items():
-        if wanted and not settings.openai_api_key:
+        if wanted and not settings.providers.openai_api_key:
             out.append(Check(f"{stage} provider", False, "openai chosen without a key",
                              "set OPENAI_API_KEY, or VOXQUEUE_" + stage.upper() + "=auto"))
-    if settings.tts == "elevenlabs" and not settings.elevenlabs_api_key:
+    if settings.providers.tts == "elevenlabs" and not settings.providers.elevenlabs_api_key:
         out.append(Check("tts provider", False, "elevenlabs chosen without a key",
                          "set ELEVENLABS_API_KEY, or VOXQUEUE_TTS=auto"))
     if not any(c.name == "stt provider" for c in out):
         out.append(stt_check(settings))
-    chosen = settings.providers_in_use()
+    chosen = settings.providers.in_use()
     offline = {
         "llm": (chosen["llm"] == "local", "hassil"),
         "tts": (chosen["tts"] == "piper", "piper"),
@@ -152,24 +154,26 @@ def check_providers(settings: Settings) -> list[Check]:
 
 def stt_check(settings: Settings) -> Check:
     """Which speech recognizer runs, and why (``auto`` explained)."""
-    chosen = settings.providers_in_use()["stt"]
-    why = "VOXQUEUE_STT" if settings.stt != "auto" else "auto"
+    chosen = settings.providers.in_use()["stt"]
+    why = "VOXQUEUE_STT" if settings.providers.stt != "auto" else "auto"
     if chosen == "openai":
-        return Check("stt provider", True, f"openai, {settings.stt_model} ({why}: key set)")
+        return Check("stt provider", True,
+                     f"openai, {settings.providers.stt_model} ({why}: key set)")
     if chosen == "whisper":
         if importlib.util.find_spec("faster_whisper") is None:
             return Check("stt provider", False, "whisper chosen, faster-whisper not installed",
                          'pip install "voxqueue[whisper]"')
-        source = ("the packaged base model" if settings.whisper_model == "base"
-                  and whisper_installed(settings) else settings.whisper_model)
+        source = ("the packaged base model" if settings.providers.whisper_model == "base"
+                  and whisper_installed(settings.providers) else settings.providers.whisper_model)
         return Check("stt provider", True, f"whisper, {source} ({why}: offline, "
-                     f"{settings.whisper_threads} threads, beam {settings.whisper_beam_size})")
+                     f"{settings.providers.whisper_threads} threads, "
+                     f"beam {settings.providers.whisper_beam_size})")
     present = importlib.util.find_spec("pocketsphinx") is not None
     missing = ("Whisper not installed" if importlib.util.find_spec("faster_whisper") is None
-               else f"no Whisper model {settings.whisper_model!r} here")
-    detail = f"pocketsphinx ({why}" + (")" if settings.stt != "auto" else
+               else f"no Whisper model {settings.providers.whisper_model!r} here")
+    detail = f"pocketsphinx ({why}" + (")" if settings.providers.stt != "auto" else
                                        f": no OpenAI key, {missing})")
-    suggest = present and settings.stt == "auto"
+    suggest = present and settings.providers.stt == "auto"
     return Check("stt provider", present, detail if present else "pocketsphinx not installed",
                  'pip install "voxqueue[whisper]" for better offline accuracy' if suggest
                  else "" if present else 'pip install "voxqueue[offline]"', warning=suggest)
@@ -314,7 +318,7 @@ def check_key_ttls(report: KeyReport) -> list[Check]:
 
 def check_keys(client: redis.Redis, settings: Settings) -> tuple[list[Check], KeyReport | None]:
     try:
-        report = scan_key_families(client, settings.key_prefix)
+        report = scan_key_families(client, settings.redis.key_prefix)
     except redis.RedisError as exc:
         return [Check("redis keys", True, f"not measured: {exc}", warning=True)], None
     return check_key_ttls(report), report
@@ -365,9 +369,9 @@ def check_data_dir(settings: Settings) -> Check:
 
 
 def check_crash_points(settings: Settings) -> Check:
-    if not settings.crash_at:
+    if not settings.redis.crash_at:
         return Check("crash points", True, "disarmed")
-    return Check("crash points", False, f"VOXQUEUE_CRASH_AT={settings.crash_at}: workers "
+    return Check("crash points", False, f"VOXQUEUE_CRASH_AT={settings.redis.crash_at}: workers "
                  "SIGKILL themselves at these points (for tests only)",
                  "unset VOXQUEUE_CRASH_AT (in the environment or a .env file)", warning=True)
 
@@ -379,7 +383,7 @@ def check_appendfsync(client: redis.Redis, settings: Settings) -> Check:
         return Check("redis fsync", True, "CONFIG not allowed: not checked", warning=True)
     value = conf.get(b"appendfsync") or conf.get("appendfsync")
     value = value.decode() if isinstance(value, bytes) else str(value)
-    if value in ("always", settings.redis_appendfsync):
+    if value in ("always", settings.redis.appendfsync):
         return Check("redis fsync", True, f"appendfsync {value}" + (
             ": an acknowledged write survives a crash of Redis or of the machine"
             if value == "always" else " (VOXQUEUE_REDIS_APPENDFSYNC: a machine's crash can "
@@ -392,7 +396,7 @@ def check_appendfsync(client: redis.Redis, settings: Settings) -> Check:
 
 def check_housekeeping(client: redis.Redis, settings: Settings) -> Check:
     try:
-        holder = sweep_turn_holder(client, Keys(settings.key_prefix).housekeeping_turn())
+        holder = sweep_turn_holder(client, Keys(settings.redis.key_prefix).housekeeping_turn())
     except redis.RedisError as exc:
         return Check("housekeeping", False, str(exc), "check Redis")
     if holder:
@@ -405,7 +409,7 @@ def check_housekeeping(client: redis.Redis, settings: Settings) -> Check:
 def durability_checks(settings: Settings) -> list[Check]:
     """Every check of this module (those of Redis only when it answers)."""
     out = [check_data_dir(settings), check_crash_points(settings)]
-    client = redis.Redis.from_url(settings.redis_url, socket_connect_timeout=2,
+    client = redis.Redis.from_url(settings.redis.url, socket_connect_timeout=2,
                                   socket_timeout=3)
     try:
         client.ping()

@@ -117,9 +117,10 @@ class Exporter:
     def __init__(self, settings: Settings, tool_names: Iterable[str] | None = None) -> None:
         """``tool_names``: default, the tools workers with the same settings offer."""
         self.settings = settings
-        self.keys = Keys(settings.key_prefix)
+        self.keys = Keys(settings.redis.key_prefix)
         self.redis = connect(settings)
-        self.store = TurnStore(self.redis, self.keys, settings.turn_ttl_s, settings.session_ttl_s)
+        self.store = TurnStore(self.redis, self.keys, settings.turns.ttl_s,
+                               settings.turns.session_ttl_s)
         if tool_names is None:
             from workers.tool_registry.listing import offered_tool_names
 

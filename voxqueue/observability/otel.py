@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -76,15 +76,15 @@ def _turn_ids(turn_id: str | None) -> Iterator[None]:
         _turn_trace_id.reset(token)
 
 
-def tracer(settings: Settings, role: str) -> Tracer | None:
+def tracer(settings: ClientSettings, role: str) -> Tracer | None:
     """The process's tracer for this configuration and role; None when tracing is off.
 
     With tracing on but OpenTelemetry missing, warns once and returns None.
     """
     global _active, _last
-    if not settings.otel_enabled:
+    if not settings.observability.otel_enabled:
         return None
-    key = (settings.otel_service_name, role, settings.otel_exporter)
+    key = (settings.observability.otel_service_name, role, settings.observability.otel_exporter)
     with _lock:
         if key not in _providers:
             try:
@@ -103,7 +103,7 @@ def tracer(settings: Settings, role: str) -> Tracer | None:
     return provider.get_tracer("voxqueue") if provider is not None else None
 
 
-def _build_provider(settings: Settings, role: str) -> TracerProvider:
+def _build_provider(settings: ClientSettings, role: str) -> TracerProvider:
     from opentelemetry import trace
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -125,13 +125,13 @@ def _build_provider(settings: Settings, role: str) -> TracerProvider:
 
     resource = Resource.create(
         {
-            "service.name": f"{settings.otel_service_name}-{role}",
-            "service.namespace": settings.otel_service_name,
+            "service.name": f"{settings.observability.otel_service_name}-{role}",
+            "service.namespace": settings.observability.otel_service_name,
             "voxqueue.role": role,
         }
     )
     provider = TracerProvider(resource=resource, id_generator=TurnIdGenerator())
-    exporter = settings.otel_exporter.strip()
+    exporter = settings.observability.otel_exporter.strip()
     if exporter == "otlp":
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
@@ -236,7 +236,8 @@ def span(name: str, **attributes: Any) -> Iterator[Span | None]:
 
 @contextmanager
 def turn_root(
-    settings: Settings, turn_id: str, task_name: str, attributes: Mapping[str, Any] | None = None
+    settings: ClientSettings, turn_id: str, task_name: str,
+    attributes: Mapping[str, Any] | None = None,
 ) -> Iterator[dict[str, str]]:
     """The client's root span ``turn`` around sending a turn's task; yields the headers to send.
 
@@ -272,7 +273,7 @@ class TaskSpan:
 
 
 def start_task_span(
-    settings: Settings,
+    settings: ClientSettings,
     role: str,
     name: str,
     headers: Mapping[str, Any] | None,

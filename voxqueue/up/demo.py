@@ -64,7 +64,7 @@ def run_demo(settings: Settings, wav: Path | bytes | None, audio_out: Path, cons
             _url, embedded = sup.ensure_redis()
             console.print(("[yellow]No Redis answered: started an embedded one[/] "
                            if embedded else "Redis: ") + sup.describe_redis())
-            for stage, name in sup.settings.providers_in_use().items():
+            for stage, name in sup.settings.providers.in_use().items():
                 console.print(f"  {stage}: {OFFLINE_LABELS.get(name, name)}")
             status.update("Starting a worker per queue and loading models…")
             started = time.time()

@@ -42,8 +42,8 @@ def durable_redis_args(appendfsync: str) -> list[str]:
 
 def data_dir(settings: Settings) -> Path:
     """``VOXQUEUE_DATA_DIR``, else ``$XDG_DATA_HOME/voxqueue`` (``~/.local/share/voxqueue``)."""
-    if settings.data_dir is not None:
-        return settings.data_dir.expanduser()
+    if settings.redis.data_dir is not None:
+        return settings.redis.data_dir.expanduser()
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "voxqueue"
 

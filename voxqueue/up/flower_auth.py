@@ -28,8 +28,8 @@ class FlowerCredentials:
 def flower_password_file(settings: Settings) -> Path:
     """``VOXQUEUE_FLOWER_PASSWORD_FILE``, else ``$XDG_CONFIG_HOME/voxqueue/flower-password``
     (``~/.config/voxqueue/flower-password``)."""
-    if settings.flower_password_file is not None:
-        return settings.flower_password_file.expanduser()
+    if settings.dashboard.flower_password_file is not None:
+        return settings.dashboard.flower_password_file.expanduser()
     config = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(config) / "voxqueue" / "flower-password"
 
@@ -37,11 +37,12 @@ def flower_password_file(settings: Settings) -> Path:
 def flower_credentials(settings: Settings) -> FlowerCredentials:
     """The configured password, unless it is unset or the old default: then a random one,
     made on the first run and kept (mode 0600) in :func:`flower_password_file`."""
-    chosen = settings.flower_password.get_secret_value() if settings.flower_password else ""
+    password = settings.dashboard.flower_password
+    chosen = password.get_secret_value() if password else ""
     if chosen and chosen != OLD_FLOWER_PASSWORD:
-        return FlowerCredentials(settings.flower_user, chosen, "VOXQUEUE_FLOWER_PASSWORD")
+        return FlowerCredentials(settings.dashboard.flower_user, chosen, "VOXQUEUE_FLOWER_PASSWORD")
     path = flower_password_file(settings)
-    return FlowerCredentials(settings.flower_user, _kept_password(path), str(path))
+    return FlowerCredentials(settings.dashboard.flower_user, _kept_password(path), str(path))
 
 
 def _kept_password(path: Path) -> str:

@@ -3,7 +3,7 @@ beat scheduler."""
 
 from __future__ import annotations
 
-from voxqueue.settings import QUEUES, Settings
+from voxqueue.settings import QUEUES, DashboardSettings, Settings
 
 #: Seconds between a worker's heartbeats (events Flower shows workers by; Celery's default 2).
 #: Flower counts a worker offline after two missed ones.
@@ -12,7 +12,7 @@ HEARTBEAT_S = 10
 #: Tasks Flower keeps in memory (its default 10,000): about a day of turns at 5,000 a day, each
 #: 5-10 tasks (speech, one or two agent steps, tools, a TTS task per sentence), in ~100 MB. The
 #: setting's default, for the deploy files.
-FLOWER_MAX_TASKS: int = Settings.model_fields["flower_max_tasks"].default
+FLOWER_MAX_TASKS: int = DashboardSettings.model_fields["flower_max_tasks"].default
 
 #: Flower asks every worker to send events every 5 s (its ``enable_events``), waking each idle
 #: worker to answer; every worker here is started with ``-E`` already, so it is off.
@@ -44,7 +44,7 @@ def default_processes(settings: Settings) -> dict[str, int]:
     """``DEFAULT_PROCESSES`` where the queue's provider streams from the cloud; one process
     where it runs an offline model (CPU-bound: more processes would each load the model and
     share the same cores; the local intents need no more either)."""
-    used = settings.providers_in_use()
+    used = settings.providers.in_use()
     offline = {"agent": used["llm"] == "local", "tts": used["tts"] == "piper"}
     return {q: n for q, n in DEFAULT_PROCESSES.items() if not offline.get(q, False)}
 

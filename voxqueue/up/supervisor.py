@@ -70,13 +70,13 @@ class Supervisor:
         :func:`~voxqueue.up.embedded_redis.data_dir`, locked against a second ``up``
         (``DataDirInUse``); it is a child like the others: restarted if it dies, stopped last.
         """
-        url = self.settings.redis_url
+        url = self.settings.redis.url
         if redis_answers(url):
             return url, False
         folder = data_dir(self.settings)
         self.data_lock = lock_data_dir(folder)
         try:
-            self.embedded = start_embedded_redis(port, folder, self.settings.redis_appendfsync,
+            self.embedded = start_embedded_redis(port, folder, self.settings.redis.appendfsync,
                                                  self.env, self.log_dir)
         except BaseException:
             self.data_lock.close()
@@ -84,7 +84,7 @@ class Supervisor:
             raise
         url = embedded_redis_url(port)
         self.env["VOXQUEUE_REDIS_URL"] = url
-        self.settings = self.settings.model_copy(update={"redis_url": url})
+        self.settings = self.settings.replace(redis={"url": url})
         return url, True
 
     # -- processes -------------------------------------------------------------------------
@@ -111,8 +111,8 @@ class Supervisor:
 
     def flower_argv(self) -> list[str]:
         return [sys.executable, "-m", "celery", "-A", "workers", "flower",
-                f"--port={self.settings.flower_port}", "--address=127.0.0.1",
-                "--natural_time=False", f"--max_tasks={self.settings.flower_max_tasks}",
+                f"--port={self.settings.dashboard.flower_port}", "--address=127.0.0.1",
+                "--natural_time=False", f"--max_tasks={self.settings.dashboard.flower_max_tasks}",
                 FLOWER_NO_EVENTS_ASK]
 
     def flower_env(self) -> dict[str, str]:
@@ -221,4 +221,4 @@ class Supervisor:
             self.data_lock = None
 
     def describe_redis(self) -> str:
-        return redact(self.settings.redis_url)
+        return redact(self.settings.redis.url)

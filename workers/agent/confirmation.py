@@ -131,7 +131,7 @@ class Asked:
         """The pending action and the step's answer, written with ``once``."""
         rt = stage.rt
         return (once.call("SET", rt.keys.pending_action(self.action.session_id),
-                          self.action.model_dump_json(), "EX", rt.settings.confirm_ttl_s)
+                          self.action.model_dump_json(), "EX", rt.settings.tools.confirm_ttl_s)
                 .call("HSET", rt.keys.turn(stage.turn_id), f"answer:{step}", self.answer()))
 
 
@@ -149,7 +149,7 @@ def ask(stage: Stage, calls: Sequence[Mapping[str, Any]],
         turn_id=spec.turn_id, session_id=spec.session_id, device=spec.device or "",
         call_id=str(first.get("id")), name=name, arguments=raw,
         question=question_for(name, _arguments(stage, name, raw)), asked_at=time.time(),
-        expires=time.time() + rt.settings.confirm_ttl_s)
+        expires=time.time() + rt.settings.tools.confirm_ttl_s)
     return Asked(action, frozenset(str(c.get("id")) for c in held))
 
 

@@ -65,7 +65,7 @@ class Opened:
 
 def history_of(stage: Stage) -> History:
     rt = stage.rt
-    return History(rt.redis, rt.keys, stage.spec.session_id, rt.settings.session_ttl_s)
+    return History(rt.redis, rt.keys, stage.spec.session_id, rt.settings.turns.session_ttl_s)
 
 
 def open_step(stage: Stage, job: AgentStep, once: Once, earlier: list[msg.Message],
@@ -93,7 +93,7 @@ def _model_name(stage: Stage) -> str:
     try:
         return stage.rt.chat_model.name
     except MissingKeyError:  # said by the model call itself, as a clear error
-        return stage.rt.settings.providers_in_use()["llm"]
+        return stage.rt.settings.providers.in_use()["llm"]
 
 
 def open_turn(stage: Stage, job: AgentStep) -> Opened | None:
@@ -130,11 +130,11 @@ def open_turn(stage: Stage, job: AgentStep) -> Opened | None:
         earlier = _valid(history, earlier, stage)
     opening: list[msg.Message] = []
     if not earlier:
-        opening.append(msg.system(rt.settings.system_prompt))
+        opening.append(msg.system(rt.settings.agent.system_prompt))
     alerts = [raw.decode() for found in drained for raw in found]
     # Alerts are data (a user-role message, framed and capped) and taint the turn.
-    opening += alert_messages(alerts, rt.settings.alert_max_chars,
-                              rt.settings.alerts_max_per_turn)
+    opening += alert_messages(alerts, rt.settings.monitors.alert_max_chars,
+                              rt.settings.monitors.alerts_max_per_turn)
     text = (spec.text or "") if spec.input == "text" else (said.decode() if said else "")
     opening.append(msg.user(text))
     # The session's pending action is answered by this turn, once: confirmed by a plain yes of

@@ -70,17 +70,17 @@ class Speaker:
         settings = stage.rt.settings
         self.before = reply_chars
         """Characters the turn's earlier steps spoke: the reply has that much less room."""
-        self.cap = settings.reply_max_chars
+        self.cap = settings.turns.reply_max_chars
         self.capped = False
         """The reply is recorded as it is said: it reached the cap (the sentences cut so far
         are all of it), or the model's text is longer than its room."""
         self._full = False  # no sentence more fits
         self.chars = 0  # of the sentences, joined
         self._device = charged_device(stage.spec)
-        self.splitter = SentenceSplitter(first_phrase_words=settings.first_phrase_words)
+        self.splitter = SentenceSplitter(first_phrase_words=settings.agent.first_phrase_words)
         # Sentences are cut from the text as it will be said: markdown list items and headings
         # become sentences of their own; the reply itself (events, history) keeps its markup.
-        self.markdown = MarkdownFilter() if settings.speech_filter else None
+        self.markdown = MarkdownFilter() if settings.agent.speech_filter else None
         self.sentences: list[str] = []
         """Every sentence cut so far, in order: stored with the answer and ``pieces``, so that a
         step run again speaks the same pieces (a whole text is cut differently from a streamed
@@ -92,7 +92,7 @@ class Speaker:
         """How many sentences an earlier attempt of the step had put in pieces (``resume``)."""
         self._skip = 0  # sentences of the model's new answer still to drop for them
         self.streamed = False
-        self.gather = settings.gather_sentences and settings.speak_while_thinking
+        self.gather = settings.agent.gather_sentences and settings.agent.speak_while_thinking
         self._next = 0  # the first sentence in no piece yet
         self._lock = threading.Lock()
         self._timer: Callable[[], None] | None = None  # cancels the gathering's timer
@@ -117,7 +117,7 @@ class Speaker:
         if not self._full:  # (past the cap the rest is not even cut)
             self._add(self._cut(delta))
         # The sequential design holds every sentence until the reply is complete.
-        if self.stage.rt.settings.speak_while_thinking:
+        if self.stage.rt.settings.agent.speak_while_thinking:
             self._hand_off()
         self._pause(waited)
         self._returned_at = self.clock()

@@ -68,7 +68,7 @@ def resume(self: Task, *args: Any) -> None:
         asking = json.loads(previous or b"{}")  # the answer that asked for the tools
         made = asking.get("calls", [])
         calls = [c["id"] for c in made]
-        limit = rt.settings.max_tool_calls_per_answer
+        limit = rt.settings.agent.max_tool_calls_per_answer
         ran = read_outcomes(rt, ajob.turn_id, calls[:limit])
         # A side effect held back for the person's yes: the system asks about the first one,
         # and its question is this step's answer (the model is not asked).

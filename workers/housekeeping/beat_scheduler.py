@@ -39,8 +39,8 @@ def beat_config(settings: Settings) -> dict[str, Any]:
     """
     from urllib.parse import unquote, urlsplit, urlunsplit
 
-    parts = urlsplit(settings.redis_url)
-    url, auth = settings.redis_url, {}
+    parts = urlsplit(settings.redis.url)
+    url, auth = settings.redis.url, {}
     if parts.password is not None:
         host = parts.netloc.rpartition("@")[2]
         netloc = f"{parts.username}@{host}" if parts.username else host
@@ -50,7 +50,7 @@ def beat_config(settings: Settings) -> dict[str, Any]:
         "beat_scheduler": SCHEDULER,
         "beat_max_loop_interval": LOOP_S,
         "redbeat_redis_url": url,
-        "redbeat_key_prefix": Keys(settings.key_prefix).redbeat_prefix(),
+        "redbeat_key_prefix": Keys(settings.redis.key_prefix).redbeat_prefix(),
         "redbeat_lock_timeout": LOCK_TIMEOUT_S,
         "redbeat_redis_options": {
             "socket_timeout": 10,

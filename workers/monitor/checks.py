@@ -66,7 +66,7 @@ def check_http(monitor: Monitor, rt: Runtime) -> CheckResult:
             rt.settings,
             allow=_allow(monitor, rt),
             max_bytes=HTTP_MAX_BYTES,
-            timeout_s=min(rt.settings.fetch_timeout_s, max(1.0, monitor.every)),
+            timeout_s=min(rt.settings.tools.fetch_timeout_s, max(1.0, monitor.every)),
         )
     except BlockedURLError as exc:
         return CheckResult("error", None, str(exc))
@@ -90,7 +90,7 @@ def check_json(monitor: Monitor, rt: Runtime) -> CheckResult:
             rt.settings,
             allow=_allow(monitor, rt),
             headers={"Accept": "application/json"},
-            timeout_s=min(rt.settings.fetch_timeout_s, max(1.0, monitor.every)),
+            timeout_s=min(rt.settings.tools.fetch_timeout_s, max(1.0, monitor.every)),
         )
         if not answer.ok:
             return CheckResult("error", None, f"{monitor.target} answered {answer.status}")
@@ -176,7 +176,7 @@ def _error_code(rt: Runtime, raw_turn_id: bytes | None) -> str | None:
 
 def check_provider_errors(monitor: Monitor, rt: Runtime) -> CheckResult:
     """The share of recently ended turns that a provider failed."""
-    window = rt.settings.monitor_error_window_s
+    window = rt.settings.monitors.error_window_s
     rate, failed, ended = provider_error_rate(rt, monitor.target, window)
     who = f"the {monitor.target} provider" if monitor.target else "providers"
     detail = f"{who} failed {failed} of {ended} turns in the last {window / 60:g} min ({rate:.0%})"

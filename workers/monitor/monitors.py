@@ -152,7 +152,7 @@ def settings_monitors(
     """The valid monitors of ``VOXQUEUE_MONITORS`` (``session`` may name ``session_id``);
     each invalid one is passed to ``on_invalid`` with the reason, and skipped."""
     found: list[Monitor] = []
-    for raw in settings.monitors:
+    for raw in settings.monitors.configured:
         spec = dict(raw)
         if "session" in spec:
             spec["session_id"] = spec.pop("session")

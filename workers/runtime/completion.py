@@ -106,7 +106,7 @@ def allocate(rt: Runtime, turn_id: str, name: str, sentences: int = 1, *,
     keys = [rt.keys.turn(turn_id), rt.keys.marker(turn_id, f"seq:{name}"), key,
             fence.key if fence else "", *(k for k, _ in counters)]
     seq, new, sent, extent = rt.script(_ALLOCATE)(
-        keys=keys, args=[rt.settings.turn_ttl_s, sentences, fence.attempt if fence else 0,
+        keys=keys, args=[rt.settings.turns.ttl_s, sentences, fence.attempt if fence else 0,
                          chars, *(ttl for _, ttl in counters), *texts])
     if int(seq) == -1:
         raise Fenced(f"turn {turn_id}: a newer attempt owns the piece {name}")
@@ -136,7 +136,7 @@ def sentence_done(rt: Runtime, spec: TurnSpec, seq: int, *, fence: Fence | None 
     (``tts-end``) appended just before, unless the turn has ended."""
     keys = [rt.keys.turn(spec.turn_id), rt.keys.tts_done(spec.turn_id),
             fence.key if fence else "", job_done or ""]
-    args: list[Any] = [seq, rt.settings.turn_ttl_s, fence.attempt if fence else 0]
+    args: list[Any] = [seq, rt.settings.turns.ttl_s, fence.attempt if fence else 0]
     if event is not None:
         keys += [rt.keys.events(spec.turn_id), rt.keys.ended(spec.turn_id)]
         args += [event.model_dump_json(), STREAM_MAXLEN]

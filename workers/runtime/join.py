@@ -29,7 +29,7 @@ from workers.runtime.resources import Runtime
 def record_in(once: Once, rt: Runtime, job: ToolCallJob, outcome: ToolOutcome) -> Once:
     """Add to ``once`` the outcome's store and the call's count in the join; the last result
     of ``once.run()`` is then how many calls of the step have an outcome."""
-    ttl = rt.settings.turn_ttl_s
+    ttl = rt.settings.turns.ttl_s
     join = rt.keys.tool_join(job.turn_id, job.step)
     return (once.call("SET", rt.keys.tool_outcome(job.turn_id, job.call_id),
                       outcome.model_dump_json(), "EX", ttl)

@@ -56,7 +56,7 @@ class Runtime:
     def __init__(self, settings: Settings, builders: Builders,
                  celery: Celery | None = None) -> None:
         self.settings = settings
-        self.keys = Keys(settings.key_prefix)
+        self.keys = Keys(settings.redis.key_prefix)
         self._builders = builders
         self._celery = celery
         self._lock = threading.RLock()
@@ -72,8 +72,8 @@ class Runtime:
 
     @cached_property
     def store(self) -> TurnStore:
-        return TurnStore(self.redis, self.keys, self.settings.turn_ttl_s,
-                         self.settings.session_ttl_s)
+        return TurnStore(self.redis, self.keys, self.settings.turns.ttl_s,
+                         self.settings.turns.session_ttl_s)
 
     @cached_property
     def celery(self) -> Celery:

@@ -2,12 +2,12 @@
 
 The STT job starts with the speech. As the audio arrives, pauses are found (webrtcvad, 20 ms
 frames); at each pause an offline engine decodes the words so far and the turn gets an
-``stt-partial`` event (its text, and whether the local intents find a complete command in it). When
-the command ends with no speech after the last pause, that decode is the transcript: it was ready
-before the speaker's silence ran out. Cloud engines, billed per request, decode once at the end
-unless ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it arrives
-(pocketsphinx, ``LiveTranscriber``) is fed every piece instead: at a pause its words so far cost
-nothing, and at the end only its final pass is left.
+``stt-partial`` event (its text, and whether the local intents find a complete command in it).
+When the command ends with no speech after the last pause, that decode is the transcript: it
+was ready before the speaker's silence ran out. Cloud engines, billed per request, decode once
+at the end unless ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it
+arrives (pocketsphinx, ``LiveTranscriber``) is fed every piece instead: at a pause its words so
+far cost nothing, and at the end only its final pass is left.
 
 Each partial also says whether its words are a complete command (the edge may end the capture
 after a short silence) or plainly unfinished ("set a timer for": the edge waits longer).
@@ -110,7 +110,7 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
     rt, spec = stage.rt, stage.spec
     assert spec.audio_key is not None
     settings = rt.settings
-    pauses = Pauses(settings.speech_pause_s) if decode_at_pauses else None
+    pauses = Pauses(settings.providers.speech_pause_s) if decode_at_pauses else None
     pcm = bytearray()
     held = bytearray()  # audio not yet given to ``hearing``
     ready: tuple[int, Transcript] | None = None
@@ -120,9 +120,9 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
         if stage.should_stop():
             raise SpeechStopped("the turn ended while it was spoken", aborted=True)
         pieces = direct.read(rt.redis, spec.audio_key, after, BLOCK_MS)
-        if not pieces and time.monotonic() - heard_at > settings.speech_idle_s:
-            raise SpeechStopped(f"no audio for {settings.speech_idle_s:g} s and no end: the "
-                                "speaker went away mid-command", aborted=False)
+        if not pieces and time.monotonic() - heard_at > settings.providers.speech_idle_s:
+            raise SpeechStopped(f"no audio for {settings.providers.speech_idle_s:g} s and no end: "
+                                "the speaker went away mid-command", aborted=False)
         latest = None  # the last pause in what has arrived
         for piece in pieces:
             after, heard_at = piece.id, time.monotonic()
@@ -140,8 +140,9 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
                                  live=True)
                 return Heard(bytes(pcm), None, piece.ended_at)
             pcm += piece.pcm
-            if len(pcm) > settings.max_audio_bytes:  # the writer's limit, kept here too
-                raise SpeechStopped(f"the audio is over the limit of {settings.max_audio_bytes}"
+            if len(pcm) > settings.turns.max_audio_bytes:  # the writer's limit, kept here too
+                raise SpeechStopped("the audio is over the limit of "
+                                    f"{settings.turns.max_audio_bytes}"
                                     " bytes (VOXQUEUE_MAX_AUDIO_BYTES)", aborted=False,
                                     code=ErrorCode.AUDIO_INVALID)
             for upto in pauses.feed(piece.pcm) if pauses is not None else ():

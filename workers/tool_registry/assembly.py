@@ -47,7 +47,7 @@ def assemble_tools(settings: Settings, *, mcp: bool = True, skip_broken: bool = 
     ``on_mcp_listed``: given the MCP tools once listed (the tools worker publishes them).
     """
     registry = ToolRegistry()
-    for module in (*BUILTIN_MODULES, *settings.tool_module_names):
+    for module in (*BUILTIN_MODULES, *settings.tools.module_names):
         try:
             registry.load_module(module)
         except Exception as exc:
@@ -73,9 +73,9 @@ def assemble_tools(settings: Settings, *, mcp: bool = True, skip_broken: bool = 
 
 def allowed_names(settings: Settings) -> set[str]:
     """``VOXQUEUE_TOOLS_ALLOW``: when set, only these tools are offered."""
-    return {n.strip() for n in settings.tools_allow.split(",") if n.strip()}
+    return {n.strip() for n in settings.tools.allow.split(",") if n.strip()}
 
 
 def denied_names(settings: Settings) -> set[str]:
     """``VOXQUEUE_TOOLS_DENY``: tools never offered."""
-    return {n.strip() for n in settings.tools_deny.split(",") if n.strip()}
+    return {n.strip() for n in settings.tools.deny.split(",") if n.strip()}

@@ -194,7 +194,7 @@ def check_model_url(url: str, settings: Settings, *, named_host: bool = True) ->
         return
     host = parsed.host
     if host_in(host, named_hosts(call.utterance or "")) or host_in(
-            host, split_list(settings.fetch_allowed_hosts)):
+            host, split_list(settings.tools.fetch_allowed_hosts)):
         return
     raise PermissionError(
         f"{host or url} was not named by the person in this request and is not in "
@@ -232,5 +232,5 @@ def record_links(call: ToolCall | None, links: list[str]) -> None:
     key = rt.keys.session_links(call.session_id)
     pipe = rt.redis.pipeline(transaction=True)
     pipe.sadd(key, *links)
-    pipe.expire(key, rt.settings.session_ttl_s)
+    pipe.expire(key, rt.settings.turns.session_ttl_s)
     pipe.execute()

@@ -260,7 +260,7 @@ def servers(settings: Settings) -> list[McpServer]:
     """The configured servers; an invalid entry is logged (by name and problem: its headers
     and environment may hold tokens) and skipped."""
     found = []
-    for entry in settings.mcp_servers:
+    for entry in settings.tools.mcp_servers:
         try:
             found.append(McpServer.model_validate(entry))
         except ValueError as exc:
@@ -290,7 +290,7 @@ def mcp_tools(settings: Settings, taken: set[str] | None = None) -> list[Tool]:
     sessions = McpSessions()
     for server in servers(settings):
         try:  # listed in the session that the calls will use: it is open before the first call
-            limit = server.timeout_s or settings.tool_timeout_s
+            limit = server.timeout_s or settings.tools.timeout_s
             listed = sessions.run(
                 server.name, partial(_client, server, limit), _all_tools, LIST_TIMEOUT_S
             )
@@ -306,7 +306,7 @@ def mcp_tools(settings: Settings, taken: set[str] | None = None) -> list[Tool]:
             continue
         for mcp_tool in listed:
             name = _tool_name(server, mcp_tool.name, used)
-            tools.append(make_tool(server, mcp_tool, name, settings.tool_timeout_s, sessions))
+            tools.append(make_tool(server, mcp_tool, name, settings.tools.timeout_s, sessions))
             used.add(name)
         log.info("MCP tools listed", server=server.name, tools=[t.name for t in tools])
     return tools

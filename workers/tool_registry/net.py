@@ -225,15 +225,16 @@ def safe_request(
     follow_redirects: bool = True,
 ) -> FetchResult:
     """Send one request (and its redirects) to checked addresses only; read at most
-    ``max_bytes`` (``fetch_max_bytes``) within ``timeout_s`` (``fetch_timeout_s``) overall.
+    ``max_bytes`` (``tools.fetch_max_bytes``) within ``timeout_s`` (``tools.fetch_timeout_s``)
+    overall.
 
     ``allow`` adds allow-list entries for this call, e.g. the host of a configured service.
     A redirect to another origin drops the credential headers; with ``follow_redirects=False``
     a redirect raises :class:`RedirectRefusedError` instead (for services sent credentials).
     """
-    allowlist = Allowlist.parse(settings.url_allowlist, *allow)
-    cap = settings.fetch_max_bytes if max_bytes is None else max_bytes
-    budget = settings.fetch_timeout_s if timeout_s is None else timeout_s
+    allowlist = Allowlist.parse(settings.tools.url_allowlist, *allow)
+    cap = settings.tools.fetch_max_bytes if max_bytes is None else max_bytes
+    budget = settings.tools.fetch_timeout_s if timeout_s is None else timeout_s
     deadline = time.monotonic() + budget
     try:
         current = str(httpx.URL(url, params=params)) if params else url

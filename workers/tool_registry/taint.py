@@ -12,5 +12,6 @@ from voxqueue.settings import Settings
 def taint_writes(keys: Keys, settings: Settings, turn_id: str, session_id: str,
                  reason: str) -> list[tuple[str, str, str, str, int]]:
     """The commands that taint a turn and its session (for a ``Once`` or a pipeline)."""
-    return [("SET", keys.turn_untrusted(turn_id), reason, "EX", settings.turn_ttl_s),
-            ("SET", keys.session_untrusted(session_id), turn_id, "EX", settings.session_ttl_s)]
+    return [("SET", keys.turn_untrusted(turn_id), reason, "EX", settings.turns.ttl_s),
+            ("SET", keys.session_untrusted(session_id), turn_id, "EX",
+             settings.turns.session_ttl_s)]

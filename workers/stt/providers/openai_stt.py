@@ -132,7 +132,7 @@ class OpenAIRealtimeHearing:
     def _until(self) -> float:
         """When the transcript must be in hand (epoch s): the turn's deadline, or the
         provider timeout from now when that comes first."""
-        return min(self.deadline, time.time() + self.owner.settings.provider_timeout_s)
+        return min(self.deadline, time.time() + self.owner.settings.providers.timeout_s)
 
     def _send(self, event: dict[str, Any]) -> None:
         try:
@@ -173,7 +173,7 @@ def _session(s: Settings) -> dict[str, Any]:
     """A transcription session: 24 kHz PCM in, our model, commits made by us (no server VAD)."""
     return {"type": "transcription", "audio": {"input": {
         "format": {"type": "audio/pcm", "rate": API_RATE},
-        "transcription": {"model": s.stt_model},
+        "transcription": {"model": s.providers.stt_model},
         "turn_detection": None}}}
 
 
@@ -191,7 +191,7 @@ class OpenAITranscriber:
     def hear(self, *, deadline: float = math.inf) -> OpenAIRealtimeHearing | None:
         """A Realtime session for a streamed command; None (upload at the end) when the
         transport is ``upload`` or the session cannot be opened."""
-        if self.settings.openai_stt_transport != "realtime":
+        if self.settings.providers.openai_stt_transport != "realtime":
             return None
         try:
             return OpenAIRealtimeHearing(self, deadline)
@@ -208,14 +208,14 @@ class OpenAITranscriber:
             started = time.perf_counter()
             try:
                 answer = self.client.audio.transcriptions.create(
-                    model=s.stt_model, file=("utterance.wav", wav, "audio/wav"),
-                    timeout=max(1.0, min(s.provider_timeout_s, deadline - time.time())),
+                    model=s.providers.stt_model, file=("utterance.wav", wav, "audio/wav"),
+                    timeout=max(1.0, min(s.providers.timeout_s, deadline - time.time())),
                 )
             except Exception as exc:  # the SDK's errors, mapped to retryable or not
                 raise provider_error(exc, "OpenAI transcription") from exc
             text = answer if isinstance(answer, str) else answer.text
             return Transcript(text=text.strip(), ttfb_ms=(time.perf_counter() - started) * 1000)
 
-        return call_with_retry(attempt, attempts=s.provider_max_attempts,
-                               base_s=s.provider_backoff_s, cap_s=s.provider_backoff_max_s,
+        return call_with_retry(attempt, attempts=s.providers.max_attempts,
+                               base_s=s.providers.backoff_s, cap_s=s.providers.backoff_max_s,
                                deadline=deadline)

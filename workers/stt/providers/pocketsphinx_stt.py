@@ -75,7 +75,7 @@ def build_searches(owner: PocketsphinxTranscriber) -> Searches:
     from pocketsphinx import Config, Decoder, get_model_path
 
     def decoder() -> Any:
-        return Decoder(Config(samprate=owner.settings.sample_rate, loglevel="ERROR"))
+        return Decoder(Config(samprate=owner.settings.turns.sample_rate, loglevel="ERROR"))
 
     commands = decoder()
     commands.add_lm(COMMANDS, owner.command_lm)
@@ -98,7 +98,7 @@ class PocketsphinxHearing:
         self.deadline = deadline
         self.audio = bytearray()
         self.speech_s = 0.0  # by pocketsphinx's voice activity detector, as the batch path
-        self._vad = Vad(Vad.LOOSE, owner.settings.sample_rate)
+        self._vad = Vad(Vad.LOOSE, owner.settings.turns.sample_rate)
         self._closed = False
         self._open: list[Any] = []  # decoders in an utterance
         self._decoders = [searches.commands, searches.phones]
@@ -223,7 +223,7 @@ class PocketsphinxTranscriber:
 
         self.settings = settings
         self._lock = threading.Lock()
-        self.decoder = Decoder(Config(samprate=settings.sample_rate, loglevel="ERROR"))
+        self.decoder = Decoder(Config(samprate=settings.turns.sample_rate, loglevel="ERROR"))
         self.decoder.add_allphone_file(PHONES, get_model_path(PHONE_LM))
         self.matcher: IntentMatcher = matcher_for(registry)
         self.command_lm: Any = None
@@ -304,7 +304,7 @@ class PocketsphinxTranscriber:
 
     def recognize(self, pcm: bytes, *, biased: bool = True) -> Recognition:
         """Decode one utterance (``biased=False``: the general model only)."""
-        if speech_seconds(pcm, self.settings.sample_rate) < MIN_SPEECH_S:
+        if speech_seconds(pcm, self.settings.turns.sample_rate) < MIN_SPEECH_S:
             return Recognition("", "none")
         with self._lock:
             if biased and self.biased:

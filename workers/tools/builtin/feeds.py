@@ -35,12 +35,12 @@ def news_headlines(feed_url_or_name: str = "", count: int = 5) -> str:
         raise ValueError("count must be between 1 and 20")
     s = runtime().settings
     wanted = feed_url_or_name.strip()
-    feeds = {name.lower(): url for name, url in s.news_feeds.items()}
+    feeds = {name.lower(): url for name, url in s.tools.news_feeds.items()}
     allow: list[str] = []
     if not wanted:
         if not feeds:
             raise ValueError("no news feeds are configured (VOXQUEUE_NEWS_FEEDS); give a URL")
-        wanted = next(iter(s.news_feeds))
+        wanted = next(iter(s.tools.news_feeds))
     if wanted.lower() in feeds:
         url = feeds[wanted.lower()]
         allow.append(host_of(url))  # configured by the operator
@@ -48,7 +48,7 @@ def news_headlines(feed_url_or_name: str = "", count: int = 5) -> str:
         url = wanted if "://" in wanted else "https://" + wanted
         check_model_url(url, s)  # a feed URL from the model: as fetch_url's (tool_registry.egress)
     else:
-        names = ", ".join(s.news_feeds) or "none"
+        names = ", ".join(s.tools.news_feeds) or "none"
         raise ValueError(f"no feed named {wanted!r}; configured feeds: {names}; or give a URL")
     result = safe_get(
         url,

@@ -25,7 +25,7 @@ TARGET_KEYS = frozenset({"entity_id", "device_id", "area_id", "floor_id", "label
 
 def require_exposed(entity_id: str, s: Settings) -> None:
     """Refuse an entity that ``VOXQUEUE_HA_EXPOSED_ENTITIES`` does not expose."""
-    if not matches_any(entity_id, split_list(s.ha_exposed_entities)):
+    if not matches_any(entity_id, split_list(s.tools.ha_exposed_entities)):
         raise PermissionError(
             f"{entity_id.strip()!r} is not exposed to the assistant "
             "(VOXQUEUE_HA_EXPOSED_ENTITIES); tell the person it cannot be reached")
@@ -34,7 +34,7 @@ def require_exposed(entity_id: str, s: Settings) -> None:
 def require_allowed_service(domain: str, service: str, s: Settings) -> None:
     """Refuse a service that ``VOXQUEUE_HA_ALLOWED_SERVICES`` does not list."""
     name = f"{domain.strip()}.{service.strip()}"
-    if not matches_any(name, split_list(s.ha_allowed_services)):
+    if not matches_any(name, split_list(s.tools.ha_allowed_services)):
         raise PermissionError(
             f"the service {name} is not allowed for the assistant "
             "(VOXQUEUE_HA_ALLOWED_SERVICES); tell the person it cannot do that")
@@ -60,13 +60,13 @@ _HINT = "Home Assistant moved: set VOXQUEUE_HOME_ASSISTANT_URL to its new addres
 
 
 def _configured(s: Settings) -> tuple[str, str]:
-    token = s.home_assistant_token.get_secret_value() if s.home_assistant_token else ""
-    if not s.home_assistant_url or not token:
+    token = s.tools.home_assistant_token.get_secret_value() if s.tools.home_assistant_token else ""
+    if not s.tools.home_assistant_url or not token:
         raise RuntimeError(
             "Home Assistant is not configured: set VOXQUEUE_HOME_ASSISTANT_URL "
             "and VOXQUEUE_HOME_ASSISTANT_TOKEN (a long-lived access token)"
         )
-    return s.home_assistant_url.rstrip("/"), token
+    return s.tools.home_assistant_url.rstrip("/"), token
 
 
 def _request(method: str, path: str, body: Any = None) -> FetchResult:

@@ -33,7 +33,7 @@ def wikipedia_summary(topic: str) -> str:
     if not name:
         raise ValueError("say which topic to look up")
     s = runtime().settings
-    base = s.wikipedia_url.rstrip("/")
+    base = s.tools.wikipedia_url.rstrip("/")
     title = quote(name.replace(" ", "_"), safe="")
     result = safe_get(
         f"{base}/page/summary/{title}",

@@ -18,7 +18,7 @@ _SCAN_BUDGET = 5000
 
 def recent_turn_ms(rt: Runtime) -> list[float]:
     """Durations of recently ended turns: the recorded list, else a sample of ended turns
-    still in Redis (they expire after ``turn_ttl_s``)."""
+    still in Redis (they expire after ``turns.ttl_s``)."""
     recorded = rt.redis.lrange(rt.keys.recent_turn_ms(), 0, _SAMPLE_TURNS - 1)
     if recorded:
         return [float(v) for v in recorded]

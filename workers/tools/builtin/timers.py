@@ -88,7 +88,7 @@ def list_timers() -> str:
     items = _store().pending(owner())
     if not items:
         return "You have no timers or reminders."
-    zone = local_zone(runtime().settings.timezone)
+    zone = local_zone(runtime().settings.tools.timezone)
     now = datetime.now(zone)
     parts: list[str] = []
     for item in items:
@@ -187,7 +187,7 @@ def set_reminder(when: str, text: str) -> ToolReply:
     what = what.rstrip(".!?")[:200]
     if not what:
         raise ValueError("say what to be reminded about")
-    zone = local_zone(runtime().settings.timezone)
+    zone = local_zone(runtime().settings.tools.timezone)
     now = datetime.now(zone)
     due = parse_when(when, now)
     store = _store()

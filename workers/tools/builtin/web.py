@@ -78,5 +78,6 @@ def fetch_url(url: Address) -> str:
     if not body:
         return f"{page.url} has no readable text."
     if page.truncated:
-        body += f"\n[the page is larger than {s.fetch_max_bytes} bytes; only its start was read]"
+        body += (f"\n[the page is larger than {s.tools.fetch_max_bytes} bytes; "
+                 "only its start was read]")
     return body
