@@ -32,8 +32,15 @@ def r(redis_server) -> Iterator[redis.Redis]:
     client.close()
 
 
+def patient(r: redis.Redis) -> redis.Redis:
+    """A client like ``r`` whose reads wait longer than any loop here sleeps: a loop woken
+    early was woken, not cut short by its socket's timeout (redis-py's default is 5 s)."""
+    kw = r.connection_pool.connection_kwargs
+    return redis.Redis(host=kw["host"], port=kw["port"], db=kw["db"], socket_timeout=120)
+
+
 def keeper(r: redis.Redis, max_wait_s: float, clock: FakeClock | None = None) -> Housekeeper:
-    return Housekeeper(TurnStore(r, Keys("hk"), ttl_s=600), max_wait_s=max_wait_s,
+    return Housekeeper(TurnStore(patient(r), Keys("hk"), ttl_s=600), max_wait_s=max_wait_s,
                        clock=clock or time.time)
 
 
@@ -132,7 +139,7 @@ def test_one_process_holds_the_sweepers_turn_until_it_stops_renewing_it(r):
 def test_a_turn_due_before_the_loop_would_wake_wakes_it(r):
     """The loop sleeps up to its longest wait when nothing is due; a turn begun meanwhile with a
     nearer deadline pushes a wake, so it is still ended at its deadline, not at the next look."""
-    store = TurnStore(r, Keys("hk"), ttl_s=600)
+    store = TurnStore(patient(r), Keys("hk"), ttl_s=600)
     loop = Housekeeper(store, max_wait_s=60.0)
     loop.start()
     try:

@@ -88,6 +88,9 @@ class Housekeeper:
                 pipe = self.r.pipeline(transaction=False)
                 pipe.lpush(self.keys.housekeeping_handoff(), b"1")
                 pipe.ltrim(self.keys.housekeeping_handoff(), 0, 0)
+                # This loop's own sleep (the holder's) ends too: it sees the stop at once.
+                pipe.lpush(self.keys.timers_wake(), b"1")
+                pipe.ltrim(self.keys.timers_wake(), 0, 0)
                 pipe.execute()
         except Exception as exc:  # Redis away: the turn lapses by itself
             log.warning("housekeeping turn not handed over", error=str(exc))
