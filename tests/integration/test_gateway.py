@@ -17,6 +17,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
+from testkit.clock import wait_until
 from tests.conftest import ROOT, SPEECH, free_port
 from voxqueue.client.direct import InputError, Unavailable
 from voxqueue.client.gateway import GatewayClient
@@ -120,12 +121,18 @@ def test_a_spoken_turn_through_the_gateway(gateway, fake):
     assert result.transcript == "what time is it" and result.reply == "Time for tea."
 
 
+def seen(device: GatewayClient, turn_id: str, kind: str) -> bool:
+    """Whether the turn's events, read through the gateway, hold one of ``kind``."""
+    got = device.entries(f"/v1/turns/{turn_id}/events", None, 0)
+    return any(e.event.get("type") == kind for e in got.entries)
+
+
 def test_cancel_through_the_gateway(gateway, fake):
     fake.inject("chat", delay=3.0)
     with gateway.device() as device:
         turn = device.ask("a slow one")
-        time.sleep(0.5)
-        turn.cancel()
+        wait_until(lambda: seen(device, turn.turn_id, "llm-start"), "the model's call")
+        turn.cancel()  # during the model's (3 s) call
         assert turn.wait(timeout=20).status == "cancelled"
 
 

@@ -7,9 +7,10 @@ import json
 import time
 
 import pytest
+from celery import Celery
 
-from tests.reliability.test_forged_jobs import forge
-from voxqueue.celery_config import TOOLS_RUN, make_celery
+from tests.reliability.test_forged_jobs import forge, handled
+from voxqueue.celery_config import TOOLS_RUN, celery_config
 from voxqueue.contracts import ToolCallJob
 
 pytestmark = pytest.mark.integration
@@ -28,7 +29,8 @@ def test_a_copy_of_a_running_tool_call_neither_runs_nor_fences_it(client, fake,
     job = ToolCallJob(turn_id=spec.turn_id, step=1, call_id="call_dup",
                       name="record_side_effect", arguments=arguments, calls=1,
                       session_id=spec.session_id)
-    app = make_celery(client.settings, "sender")
+    app = Celery("sender", set_as_current=False)
+    app.conf.update(celery_config(client.settings))
     try:
         app.send_task(TOOLS_RUN, args=[job.model_dump(mode="json")], task_id=job.task_id(),
                       ignore_result=True)
@@ -45,7 +47,7 @@ def test_a_copy_of_a_running_tool_call_neither_runs_nor_fences_it(client, fake,
             time.sleep(0.05)
     finally:
         app.close()
-    time.sleep(1.0)  # the second copy has had time to run, had it been able to
+    handled(client, spec)  # the second copy was taken and finished: run, had it been able to
     events = [e.event for e in client.store.history(spec.turn_id)]
     assert [e.type for e in events].count("tool-start") == 1, events
     assert [e.type for e in events].count("tool-end") == 1, events

@@ -61,6 +61,8 @@ class Supervisor:
     """Where restarts are told, one line each."""
     stopping: bool = False
     """Set by ``stop_all`` (or a signal handler): no more restarts, ``watch`` returns."""
+    clock: Callable[[], float] = field(default=time.monotonic)
+    """What children's runs and restart delays are measured on."""
 
     # -- Redis ------------------------------------------------------------------------------
     def ensure_redis(self, port: int = EMBEDDED_PORT) -> tuple[str, bool]:
@@ -126,6 +128,7 @@ class Supervisor:
         """Start a child (output to ``log_dir/NAME.log``, the terminal, or nowhere)."""
         proc = start_child(name, argv, {**self.env, **(extra_env or {})},
                            inherit_output=inherit_output, log_dir=self.log_dir)
+        proc.started = self.clock()
         self.procs.append(proc)
         return proc
 
@@ -182,7 +185,7 @@ class Supervisor:
         for proc in self.children():
             if self.stopping:
                 return
-            now = time.monotonic()
+            now = self.clock()
             if proc.restart_at is None and proc.popen.poll() is not None:
                 self.log(schedule_restart(proc, now, self.restart))
             elif proc.restart_at is not None and now >= proc.restart_at:

@@ -141,11 +141,13 @@ def check_workers_missing(monitor: Monitor, rt: Runtime) -> CheckResult:
     return _decide(monitor, lambda f: fewest, detail)
 
 
-def provider_error_rate(rt: Runtime, stage: str, window_s: float) -> tuple[float, int, int]:
-    """(rate, failed, ended): turns ended within the window, and how many of them a provider
-    (of ``stage``; all when empty) failed, read from the ended-turns stream."""
+def provider_error_rate(rt: Runtime, stage: str, window_s: float, *,
+                        clock: Callable[[], float] = time.time) -> tuple[float, int, int]:
+    """(rate, failed, ended): turns ended within the window up to ``clock()`` (a wall clock),
+    and how many of them a provider (of ``stage``; all when empty) failed, read from the
+    ended-turns stream."""
     codes = PROVIDER_CODES.get(stage) or set().union(*PROVIDER_CODES.values())
-    since_ms = int((time.time() - window_s) * 1000)
+    since_ms = int((clock() - window_s) * 1000)
     entries: Any = rt.redis.xrange(rt.keys.ended_turns(), min=f"{since_ms}-0", max="+")
     ended = failed = 0
     for _id, fields in entries:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,8 +50,10 @@ class LeaseKeeper:
     """One thread per worker process renewing the leases of every message the process holds."""
 
     def __init__(self, consumer: Any, r: redis.Redis, lease_s: float,
-                 enforce_limits: bool) -> None:
+                 enforce_limits: bool, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.consumer = consumer
+        self.clock = clock
+        """What tasks' time limits are measured on (leases are on Redis's clock)."""
         self.r = r
         self.lease_s = lease_s
         self.enforce_limits = enforce_limits  # threads pool: nobody else enforces them
@@ -74,7 +77,7 @@ class LeaseKeeper:
     # -- tasks of this process (threads pool) -------------------------------------------------
     def task_started(self, task_id: str, tag: str | None, soft: float | None,
                      hard: float | None) -> None:
-        self.running[task_id] = Running(tag, threading.get_ident(), time.monotonic(), soft, hard)
+        self.running[task_id] = Running(tag, threading.get_ident(), self.clock(), soft, hard)
 
     def task_ended(self, task_id: str) -> None:
         self.running.pop(task_id, None)
@@ -129,7 +132,7 @@ class LeaseKeeper:
 
     def _enforce_limits(self) -> set[str]:
         """Interrupt tasks past their soft limit; return the tags of those past the hard one."""
-        now = time.monotonic()
+        now = self.clock()
         expired: set[str] = set()
         for task_id, run in list(self.running.items()):
             elapsed = now - run.started
