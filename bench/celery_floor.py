@@ -23,13 +23,14 @@ import redis
 from celery import Celery
 
 from voxqueue.celery_config import celery_config
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings, ignore_dotenv
 
 QUEUE = "agent"  # one of the configured queues; a private Redis, so nothing else is on it
 RESULTS = "bench:floor:hops"
 
+ignore_dotenv()  # a benchmark reads what it sets, never a .env file
 app = Celery("bench-floor")
-app.conf.update(celery_config(Settings(_env_file=None)))  # type: ignore[call-arg]
+app.conf.update(celery_config(Settings()))
 
 
 @functools.cache
@@ -57,7 +58,7 @@ def measure(redis_url: str, n: int = 200, log_dir: Path | None = None) -> list[f
         env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     r = redis.Redis.from_url(redis_url)
     sender = Celery("bench-floor-client")
-    sender.conf.update(celery_config(Settings(_env_file=None, redis_url=redis_url)))  # type: ignore[call-arg]
+    sender.conf.update(celery_config(Settings(redis=RedisSettings(url=redis_url))))
     try:
         r.delete(RESULTS)
         _send_and_wait(sender, r, 5, timeout=60)  # the worker's start-up and warm-up

@@ -36,11 +36,12 @@ import redis
 from celery import Celery
 
 from voxqueue.celery_config import celery_config
-from voxqueue.process_table import DEFAULT_POOLS, DEFAULT_PROCESSES
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings, ignore_dotenv
+from voxqueue.up.process_table import DEFAULT_POOLS, DEFAULT_PROCESSES
 
+ignore_dotenv()  # a benchmark reads what it sets, never a .env file
 app = Celery("bench-cpu-floor")
-app.conf.update(celery_config(Settings(_env_file=None)))  # type: ignore[call-arg]
+app.conf.update(celery_config(Settings()))
 
 
 @functools.cache
@@ -202,5 +203,5 @@ def run_turn(sender: Celery, r: redis.Redis, turn: str, sentences: list[list[int
 
 def sender_for(redis_url: str) -> Any:
     sender = Celery("bench-cpu-floor-client")
-    sender.conf.update(celery_config(Settings(_env_file=None, redis_url=redis_url)))  # type: ignore[call-arg]
+    sender.conf.update(celery_config(Settings(redis=RedisSettings(url=redis_url))))
     return sender

@@ -45,13 +45,13 @@ from bench.harness import (
 )
 from bench.latency import PROFILE, REPLY, run_turns
 from testkit import free_port, system_env
-from voxqueue.process_table import DEFAULT_PROCESSES
+from voxqueue.up.process_table import DEFAULT_PROCESSES
 
 
 def start_like_up(system: BenchSystem) -> None:
     """Beat, the exporter and Flower beside the workers, as ``voxqueue up`` starts them."""
     sup = system.sup
-    sup.settings = sup.settings.model_copy(update={"flower_port": free_port()})
+    sup.settings = sup.settings.replace(dashboard={"flower_port": free_port()})
     for name, argv, env in (
             ("beat", sup.beat_argv("WARNING"), None),
             ("exporter", [sys.executable, "-m", "voxqueue.cli", "exporter", "--port",
@@ -125,7 +125,7 @@ def main() -> None:
         real, switches, main_thread = map(by_role, cpu_per(system.pids, ours, args.turns))
         sentences, pieces = audio_chunks(turns[0]), piece_texts(turns[0])
         # The same Redis server, another database: the floor's queues are not ours.
-        url = system.sup.settings.redis_url.rsplit("/", 1)[0] + "/1"
+        url = system.sup.settings.redis.url.rsplit("/", 1)[0] + "/1"
         floor_procs = cpu_floor.start_workers(url, system.sup.log_dir,
                                               env=system_env(url, system.fake))
         try:

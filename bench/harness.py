@@ -14,10 +14,10 @@ from typing import Any
 from bench.redis_delay import DelayProxy
 from testkit import ROOT, RedisServer, system_env
 from testkit.fakes import FakeProviders, spawn
-from voxqueue.client import Client
-from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.client.direct import Client
+from voxqueue.settings import QUEUES, RedisSettings, Settings
 from voxqueue.turns import StreamEntry
+from voxqueue.up.supervisor import Supervisor
 
 
 @dataclass
@@ -98,7 +98,7 @@ def bench_system(profile: Mapping[str, float] | None = None,
                 fake.set_profile(**profile)
             full_env = system_env(redis_url, None if offline else fake,
                                   VOXQUEUE_LOG_LEVEL="WARNING", **env)
-            settings = Settings(_env_file=None, redis_url=redis_url)  # type: ignore[call-arg]
+            settings = Settings(redis=RedisSettings(url=redis_url))
             sup = Supervisor(settings, env=full_env,
                              log_dir=Path(tempfile.mkdtemp(prefix="vq-bench-")))
             try:

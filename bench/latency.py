@@ -22,10 +22,10 @@ from bench import celery_floor
 from bench.harness import BenchSystem, bench_system, cpu_seconds, percentile, turn_breakdown
 from testkit import SPEECH
 from testkit.fakes.provider_server import streamed_words
-from voxqueue.client import Turn
-from voxqueue.process_table import DEFAULT_PROCESSES
-from voxqueue.sentences import SentenceSplitter
+from voxqueue.client.direct import Turn
 from voxqueue.settings import Settings
+from voxqueue.spoken.sentences import SentenceSplitter
+from voxqueue.up.process_table import DEFAULT_PROCESSES
 
 #: The default fake profile: a fast cloud STT, an LLM with a realistic first token and speed,
 #: a low-latency TTS that streams faster than real time.
@@ -99,7 +99,7 @@ def zero_overhead_ratio() -> float:
     profile's token times and the TTS's first byte, with the first piece cut where the real
     splitter cuts it (the fake streams a token per word; the stop is a token too)."""
     words = streamed_words(REPLY)
-    splitter = SentenceSplitter(first_phrase_words=Settings(_env_file=None).first_phrase_words)  # type: ignore[call-arg]
+    splitter = SentenceSplitter(first_phrase_words=Settings().agent.first_phrase_words)
     cut_at = next(i for i, word in enumerate(words, 1) if splitter.feed(word))
     token_s = 1 / PROFILE["llm_tokens_per_s"]
     fixed = PROFILE["llm_ttft_s"] + PROFILE["tts_ttfb_s"]

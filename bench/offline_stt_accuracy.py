@@ -28,9 +28,9 @@ from bench.harness import bench_system, percentile
 from testkit import SPEECH
 from voxqueue.settings import Settings
 from workers.intents import IntentMatcher, matcher_for
-from workers.intents.numbers import words_to_numbers
+from workers.intents.words_to_numbers import words_to_numbers
 from workers.stt.providers.base import Transcriber
-from workers.toolkit.assembly import assemble_tools
+from workers.tool_registry.assembly import assemble_tools
 from workers.tools.builtin.safe_math import CalculationError, evaluate
 
 #: What the shared fixtures' commands must call (written down, not read from the matcher).
@@ -136,14 +136,14 @@ def engines(settings: Settings) -> dict[str, Transcriber]:
     from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
     from workers.stt.providers.whisper_stt import WhisperTranscriber
 
-    other = 5 if settings.whisper_beam_size == 1 else 1
+    other = 5 if settings.providers.whisper_beam_size == 1 else 1
     sphinx = PocketsphinxTranscriber(settings, assemble_tools(settings, mcp=False))
     return {"pocketsphinx": sphinx, "pocketsphinx, heard live": HeardLive(sphinx),
             "whisper": WhisperTranscriber(settings),
             f"whisper, beam {other}": WhisperTranscriber(
-                settings.model_copy(update={"whisper_beam_size": other})),
+                settings.replace(providers={"whisper_beam_size": other})),
             "whisper, 30 s window only": WhisperTranscriber(
-                settings.model_copy(update={"whisper_short_window_s": 0}))}
+                settings.replace(providers={"whisper_short_window_s": 0}))}
 
 
 def accuracy(settings: Settings, only: str = "") -> dict[str, list[dict[str, Any]]]:
@@ -236,7 +236,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2, help="end-to-end passes per engine")
     parser.add_argument("--only", default="", help="engines whose name starts with this")
     args = parser.parse_args()
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings()
     rows = accuracy(settings, args.only)
     e2e: dict[str, list[float]] = {}
     if not args.no_e2e:

@@ -27,9 +27,9 @@ from bench.harness import percentile, turn_breakdown
 from testkit import SPEECH, system_env
 from testkit.fakes import FakeProviders
 from testkit.sentinel import MASTER, SentinelSet
-from voxqueue.client import Client
-from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.client.direct import Client
+from voxqueue.settings import QUEUES, RedisSettings, Settings
+from voxqueue.up.supervisor import Supervisor
 
 #: The sides: (name, through the sentinels, replicas a durable write waits for).
 SIDES = (("direct", False, 0), ("sentinels", True, 0), ("sentinels + WAIT", True, 1))
@@ -44,8 +44,8 @@ def side(sentinels: SentinelSet, fake: Any, db: int, via_sentinels: bool,
     master = MASTER if via_sentinels else ""
     env = system_env(url, fake, VOXQUEUE_LOG_LEVEL="WARNING", VOXQUEUE_REDIS_MASTER=master,
                      VOXQUEUE_REDIS_WAIT_REPLICAS=str(replicas))
-    settings = Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
-                        redis_master=master or None, redis_wait_replicas=replicas)
+    settings = Settings(redis=RedisSettings(url=url, master=master or None,
+                                            wait_replicas=replicas))
     sup = Supervisor(settings, env=env, log_dir=Path(tempfile.mkdtemp(prefix="vq-bench-")))
     try:
         sup.start_workers(queues=QUEUES)

@@ -20,9 +20,9 @@ from pathlib import Path
 
 from testkit import RedisServer, system_env
 from testkit.fakes import FakeProviders
-from voxqueue.client import Client
-from voxqueue.settings import Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.client.direct import Client
+from voxqueue.settings import RedisSettings, Settings
+from voxqueue.up.supervisor import Supervisor
 
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river bank."
 
@@ -32,7 +32,7 @@ def throughput(processes: int, jobs: int, env_extra: dict[str, str], fake: objec
     server.start()
     try:
         env = system_env(server.url, fake, VOXQUEUE_LOG_LEVEL="WARNING", **env_extra)
-        settings = Settings(_env_file=None, redis_url=server.url)  # type: ignore[call-arg]
+        settings = Settings(redis=RedisSettings(url=server.url))
         sup = Supervisor(settings, env=env, log_dir=Path(tempfile.mkdtemp(prefix="vq-scale-")))
         try:
             for i in range(processes):

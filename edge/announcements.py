@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from edge.link import Backoff, Link, is_connection_error
-from voxqueue.gateway.remote import GatewayClient
+from voxqueue.client.gateway import GatewayClient
 from voxqueue.keys import Keys
 from voxqueue.redis_conn import connect
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 
 log = logging.getLogger("voxqueue.edge")
 
@@ -71,7 +71,7 @@ class Feed(Protocol):
 class RedisFeed:
     """The device's stream in Redis (a trusted single machine)."""
 
-    def __init__(self, settings: Settings, stream: str, block_ms: int) -> None:
+    def __init__(self, settings: ClientSettings, stream: str, block_ms: int) -> None:
         self.stream = stream
         # No retries inside the client: a lost server is noticed at once and retried here.
         self.r = connect(settings, patient=False, socket_timeout=block_ms / 1000 + 5)
@@ -188,9 +188,9 @@ class AnnouncementListener:
                 self.deliver(item)
 
 
-def feed_for(client: object, settings: Settings, device: str) -> Feed:
+def feed_for(client: object, settings: ClientSettings, device: str) -> Feed:
     """A device's announcements through the gateway when it uses one, else from Redis."""
     if isinstance(client, GatewayClient):
         return GatewayFeed(client)
-    stream = Keys(settings.key_prefix).announcements(device)
+    stream = Keys(settings.redis.key_prefix).announcements(device)
     return RedisFeed(settings, stream, block_ms=2000)

@@ -105,7 +105,7 @@ def edge_command(
     from edge.player import Player, PlayerError, SpeakerOutput, WavDirOutput
     from edge.settings import EdgeSettings, direct_redis_problem
     from edge.sources import MicSource, SourceError, StdinSource, WavSource
-    from voxqueue.settings import get_settings
+    from voxqueue.settings import get_client_settings
 
     logging.basicConfig(
         level=logging.WARNING,
@@ -145,8 +145,8 @@ def edge_command(
         for problem in exc.errors():
             err.warn(f"{'.'.join(str(p) for p in problem['loc'])}: {problem['msg']}")
         raise typer.Exit(2) from exc
-    settings = get_settings()
-    refusal = direct_redis_problem(settings.redis_url, settings.gateway_url, edge.direct_redis)
+    settings = get_client_settings()
+    refusal = direct_redis_problem(settings.redis.url, settings.gateway.url, edge.direct_redis)
     if refusal is not None:
         err.warn(refusal)
         raise typer.Exit(2)

@@ -28,10 +28,9 @@ from edge.responder import Responder
 from edge.settings import EdgeSettings
 from edge.sources import Source
 from edge.streamed import StreamedCommand
-from voxqueue.connect import connect_client
-from voxqueue.gateway.remote import GatewayClient
+from voxqueue.client.gateway import GatewayClient, connect_client
 from voxqueue.redis_conn import redact
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 
 log = logging.getLogger("voxqueue.edge")
 
@@ -42,7 +41,7 @@ class Device:
     def __init__(
         self,
         edge: EdgeSettings,
-        settings: Settings,
+        settings: ClientSettings,
         source: Source,
         player: Player,
         display: Display | None = None,
@@ -101,7 +100,7 @@ class Device:
         """Listen until the source ends (a file, stdin) or forever (the microphone)."""
         self.display.info(
             f"device {self.edge.device} listening for {' / '.join(self.listener.wake.names)}, "
-            f"server {self.settings.gateway_url or redact(self.settings.redis_url)}"
+            f"server {self.settings.gateway.url or redact(self.settings.redis.url)}"
         )
         self.responder.start()
         if self.announcements is not None:

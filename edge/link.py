@@ -9,9 +9,9 @@ from collections.abc import Callable
 import redis
 from kombu.exceptions import OperationalError
 
-from voxqueue.client import Unavailable
+from voxqueue.client.direct import Unavailable
 from voxqueue.redis_conn import connect
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 
 _UNREACHABLE = (
     Unavailable,
@@ -33,7 +33,7 @@ def is_connection_error(exc: BaseException) -> bool:
     return False
 
 
-def redis_answers(settings: Settings, timeout_s: float = 1.0) -> bool:
+def redis_answers(settings: ClientSettings, timeout_s: float = 1.0) -> bool:
     """One PING without retries: is Redis (the primary, with sentinels) there right now?"""
     r = connect(settings, patient=False, socket_timeout=timeout_s,
                 socket_connect_timeout=timeout_s)

@@ -4,6 +4,9 @@ The device's audio loop only hands jobs over and never waits on the network. A t
 enqueued through the client API (claim check), its reply played chunk by chunk as it arrives
 (``Turn.playback()``) and its stage events shown as they pass. ``interrupt()`` (barge-in) stops
 the sound at once and cancels the running turn in every stage.
+
+Also here (:class:`ShownTurn`): a turn whose events are shown on the device's display as they are
+read.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from edge.announcements import Announcement
@@ -21,14 +24,46 @@ from edge.frames import RATE
 from edge.jobs import AnnounceJob, Job, TurnJob, TurnRecord
 from edge.link import Link, is_connection_error
 from edge.player import Played, Player
-from edge.shown_turn import ShownTurn
-from voxqueue.client import InputError, Turn
-from voxqueue.connect import AnyClient
+from voxqueue.client.direct import InputError, Turn
+from voxqueue.client.gateway import AnyClient
 from voxqueue.contracts import ErrorCode
+from voxqueue.turns import StreamEntry
+
+
+class ShownTurn(Turn):
+    """A turn whose events are shown as they are read (also while its reply plays); it reads
+    and cancels through the turn it wraps (Redis, or the gateway)."""
+
+    def __init__(self, turn: Turn, show: Callable[[StreamEntry], None]) -> None:
+        super().__init__(turn.client, turn.spec)
+        self.inner = turn
+        self._show = show
+        self.seen: set[str] = set()
+        """The event types read so far."""
+
+    def _read(self, block_ms: int) -> list[StreamEntry]:
+        self.inner._last_id = self._last_id
+        return self.inner._read(block_ms)
+
+    def _give_up(self) -> bool:
+        return self.inner._give_up()
+
+    def cancel(self, reason: str = "cancelled by the caller") -> bool:
+        return self.inner.cancel(reason)
+
+    def events(self, timeout: float | None = None) -> Iterator[StreamEntry]:
+        shown = len(self._entries)
+        for n, entry in enumerate(super().events(timeout=timeout)):
+            if n >= shown:
+                self.seen.add(entry.event.type)
+                self._show(entry)
+            yield entry
+
 
 log = logging.getLogger("voxqueue.edge")
 
 NO_ANSWER = "Sorry, there was no answer in time."
+
 UNREACHABLE = "Sorry, I can't reach the server right now."
 
 

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from voxqueue.client import Turn
+from voxqueue.client.direct import Turn
 
 log = logging.getLogger("voxqueue.edge")
 

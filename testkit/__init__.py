@@ -8,5 +8,9 @@ Neither ``tests/`` nor ``bench/`` is imported from here, and they do not import 
 """
 
 from testkit.system import ROOT, SPEECH, RedisServer, free_port, system_env
+from voxqueue.settings import ignore_dotenv
+
+# A test or a benchmark reads its settings from what it sets, never a developer's .env file.
+ignore_dotenv()
 
 __all__ = ["ROOT", "SPEECH", "RedisServer", "free_port", "system_env"]

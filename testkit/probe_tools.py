@@ -69,7 +69,7 @@ def record_side_effect(label: str) -> str:
     Args:
         label: The counter to increment.
     """
-    from workers.toolkit.context import runtime
+    from workers.tool_registry.context import runtime
 
     call = current_call()
     key = call.idempotency_key if call is not None else uuid.uuid4().hex
@@ -87,7 +87,7 @@ def record_side_effect_at_most_once(label: str) -> str:
     Args:
         label: The counter to increment.
     """
-    from workers.toolkit.context import runtime
+    from workers.tool_registry.context import runtime
 
     count = runtime().redis.incr(f"probe:side-effect:{label}")
     time.sleep(3.0)

@@ -37,12 +37,12 @@ def durable_args() -> list[str]:
     """The persistence users get (``voxqueue up``'s embedded Redis, compose). None in a tree
     older than it, where ``bench.cpu_before_after`` runs this harness."""
     try:
-        from voxqueue.embedded_redis import durable_redis_args
+        from voxqueue.up.embedded_redis import durable_redis_args
     except ImportError:
         return []
-    from voxqueue.settings import Settings
+    from voxqueue.settings import RedisSettings
 
-    return list(durable_redis_args(Settings.model_fields["redis_appendfsync"].default))
+    return list(durable_redis_args(RedisSettings.model_fields["appendfsync"].default))
 
 
 class RedisServer:

@@ -52,11 +52,11 @@ class System:
     """Real worker processes (one per queue) and beat, with a client in the test process."""
 
     def __init__(self, env: dict[str, str], log_dir: Path, *, beat: bool = True) -> None:
-        from voxqueue.settings import Settings
-        from voxqueue.supervisor import Supervisor
+        from voxqueue.settings import RedisSettings, Settings
+        from voxqueue.up.supervisor import Supervisor
 
         self.env = env
-        self.settings = Settings(_env_file=None, **self.redis_settings())  # type: ignore[call-arg]
+        self.settings = Settings(redis=RedisSettings(**self.redis_settings()))
         self.sup = Supervisor(self.settings, env=env, log_dir=log_dir)
         self.beat = beat
         self._client = None
@@ -68,18 +68,18 @@ class System:
         self.sup.wait_for_workers(queues)
 
     def redis_settings(self) -> dict[str, str]:
-        """The settings that say where Redis is (a URL; with Sentinel, the primary's name)."""
-        out = {"redis_url": self.env["VOXQUEUE_REDIS_URL"]}
+        """The Redis settings that say where it is (a URL; with Sentinel, the primary's name)."""
+        out = {"url": self.env["VOXQUEUE_REDIS_URL"]}
         if self.env.get("VOXQUEUE_REDIS_MASTER"):
-            out["redis_master"] = self.env["VOXQUEUE_REDIS_MASTER"]
+            out["master"] = self.env["VOXQUEUE_REDIS_MASTER"]
         return out
 
     def client(self):  # type: ignore[no-untyped-def]
-        from voxqueue.client import Client
-        from voxqueue.settings import Settings
+        from voxqueue.client.direct import Client
+        from voxqueue.settings import RedisSettings, Settings
 
         if self._client is None:
-            settings = Settings(_env_file=None, **self.redis_settings())  # type: ignore[call-arg]
+            settings = Settings(redis=RedisSettings(**self.redis_settings()))
             self._client = Client(settings)
         return self._client
 

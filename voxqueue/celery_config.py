@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from celery import Celery
 from kombu import Exchange, Queue
 
 from voxqueue.redis_conn import replicas_to_wait, sentinel_address
-from voxqueue.settings import QUEUES, Settings
+from voxqueue.settings import QUEUES, ClientSettings
 
 # Task names, by queue.
 STT_TRANSCRIBE = "voxqueue.stt.transcribe"
@@ -41,39 +42,40 @@ def route_task(name: str, args: Any, kwargs: Any, options: Any, task: Any = None
         return None
 
 
-def celery_config(settings: Settings) -> dict[str, Any]:
+def celery_config(settings: ClientSettings) -> dict[str, Any]:
     """Settings that give at-least-once delivery on Redis without pickle."""
     transport = {
-        "visibility_timeout": settings.visibility_timeout,
+        "visibility_timeout": settings.redis.visibility_timeout,
         "socket_timeout": 10,
         "socket_connect_timeout": 5,
         "socket_keepalive": True,
         "health_check_interval": 25,
         "retry_on_timeout": True,
         # The lease (workers/runtime/lease.py): one worker process sweeps the unacked index
-        # each second (voxqueue.broker.QoS), and a sweeper that dies holding kombu's restore
-        # lock frees it in 5 s (the default, 300 s, would stop every takeover for 5 minutes).
+        # each second (voxqueue.broker.transport.QoS), and a sweeper that dies holding kombu's
+        # restore lock frees it in 5 s (the default, 300 s, would stop every takeover for 5
+        # minutes).
         "unacked_restore_interval": 1,
         "unacked_restore_throttle": 1,
         "unacked_mutex_expire": 5,
         # One list per queue: a priority goes to the queue's own list, which workers take
-        # from without a gap (voxqueue/broker.py).
+        # from without a gap (voxqueue/broker/transport.py).
         "priority_steps": [0],
     }
-    backend: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout}
-    broker_url, broker_transport = settings.redis_url, "voxqueue.broker:Transport"
+    backend: dict[str, Any] = {"visibility_timeout": settings.redis.visibility_timeout}
+    broker_url, broker_transport = settings.redis.url, "voxqueue.broker.transport:Transport"
     publish_retry = {"max_retries": 5, "interval_start": 0.05, "interval_step": 0.2,
                      "interval_max": 1.0}
     replicas = replicas_to_wait(settings)
     if replicas:
         transport["replicas_to_wait"] = replicas
-        transport["replica_wait_ms"] = settings.redis_wait_ms
+        transport["replica_wait_ms"] = settings.redis.wait_ms
     sentinels = sentinel_address(settings)  # a bad sentinel URL stops the start, in one line
     if sentinels is not None:
         # Broker and result backend follow the primary the sentinels name. The broker's URL
         # names one sentinel and its options all of them (see voxqueue.broker.SentinelChannel);
         # the backend takes Celery's own form.
-        broker_transport = "voxqueue.broker:SentinelTransport"
+        broker_transport = "voxqueue.broker.transport:SentinelTransport"
         broker_url = sentinels.broker_url()
         transport["sentinels"] = sentinels.sentinels
         for options in (transport, backend):
@@ -85,12 +87,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     return {
         "broker_url": broker_url,
         # kombu's Redis transport, taking messages without losing one to a kill
-        # (voxqueue/broker.py).
+        # (voxqueue/broker/transport.py).
         "broker_transport": broker_transport,
-        "result_backend": settings.redis_url,
+        "result_backend": settings.redis.url,
         "broker_transport_options": transport,
         "result_backend_transport_options": backend,
-        "visibility_timeout": settings.visibility_timeout,
+        "visibility_timeout": settings.redis.visibility_timeout,
         # JSON only: a pickled message is refused, never run.
         "task_serializer": "json",
         "result_serializer": "json",
@@ -117,7 +119,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_channel_error_retry": True,
         "result_backend_always_retry": True,
         "result_backend_max_retries": 10,
-        "result_expires": max(3600, settings.turn_ttl_s),
+        "result_expires": max(3600, settings.turns.ttl_s),
         "task_publish_retry": True,
         "task_publish_retry_policy": publish_retry,
         # Explicit queues: a slow queue never blocks another.
@@ -137,3 +139,12 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "timezone": "UTC",
         "enable_utc": True,
     }
+
+
+def make_celery(settings: ClientSettings, name: str = "voxqueue") -> Celery:
+    """A Celery app with voxqueue's configuration, for a process that sends tasks or inspects
+    workers (a client, the exporter, ``doctor``, ``up``); never the current app, so it takes
+    nothing from the workers' own (``workers.app``)."""
+    app = Celery(name, set_as_current=False)
+    app.conf.update(celery_config(settings))
+    return app

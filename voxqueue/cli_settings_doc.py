@@ -1,7 +1,8 @@
 """docs/settings.md, rendered from the settings classes' own fields.
 
 ``python -m voxqueue.cli_settings_doc > docs/settings.md`` refreshes the page;
-``tests/unit/test_settings_doc.py`` fails when it is out of step. A field's description is its
+``tests/unit/test_settings_doc.py`` fails when it is out of step. A part of the settings is a
+section of the page, with the attribute each variable sets. A field's description is its
 ``Field(description=...)`` or, failing that, the docstring under it; its section is the
 ``# -- title ---`` comment above it in its class. A secret's default is never printed, nor one
 made at run time by a named function (the host's name, say).
@@ -24,18 +25,44 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings
 
 from edge.settings import EdgeSettings
-from voxqueue.settings import Settings
-from voxqueue.settings_gateway import GatewaySettings
+from voxqueue.settings import (
+    AgentSettings,
+    ClientSettings,
+    DashboardSettings,
+    GatewaySettings,
+    MonitorSettings,
+    ObservabilitySettings,
+    ProviderSettings,
+    RedisSettings,
+    Settings,
+    ToolSettings,
+    TurnSettings,
+    WyomingSettings,
+)
 from voxqueue.wyoming.guard import WyomingPolicy
 
 COMMAND = "python -m voxqueue.cli_settings_doc > docs/settings.md"
 #: Every settings class, each with the fields it declares itself, in the page's order.
 CLASSES: tuple[tuple[type[BaseSettings], str], ...] = (
-    (Settings, "The workers, the client and the command line"),
-    (GatewaySettings, "The gateway, and a device's way in"),
+    (RedisSettings, "Redis"),
+    (TurnSettings, "Turns: deadlines, lifetimes and sizes"),
+    (ProviderSettings, "Providers: speech to text, the language model, text to speech"),
+    (AgentSettings, "The agent"),
+    (ToolSettings, "Tools"),
+    (MonitorSettings, "Monitors"),
+    (WyomingSettings, "Home Assistant's Wyoming protocol"),
     (WyomingPolicy, "What Wyoming clients' turns may do"),
+    (GatewaySettings, "The gateway, and a device's way in"),
+    (DashboardSettings, "The dashboard"),
+    (ObservabilitySettings, "Traces and logs"),
     (EdgeSettings, "The edge device"),
 )
+#: Where a part of :class:`Settings` is: its attribute (``redis``), and whether a client's
+#: process (the gateway, the edge) loads it too.
+PARTS: dict[type[BaseSettings], str] = {
+    field.annotation: name for name, field in Settings.model_fields.items()
+    if isinstance(field.annotation, type) and issubclass(field.annotation, BaseSettings)}
+CLIENT_PARTS = frozenset(ClientSettings.model_fields)
 _SECTION = re.compile(r"^\s*# -- (.+?) -*\s*$")
 _BOUNDS = ((Gt, ">", "gt"), (Ge, "≥", "ge"), (Lt, "<", "lt"), (Le, "≤", "le"))
 
@@ -45,9 +72,17 @@ HEADER = f"""# Settings
      edit the fields' docstrings, not this page. -->
 
 Every setting is an environment variable (or a line of a `.env` file in the working
-directory). The providers' own variables are honoured as their SDKs document them:
-`OPENAI_API_KEY`, `OPENAI_BASE_URL` and `ELEVENLABS_API_KEY`. Lists and mappings are JSON
-unless a description says otherwise. Every worker and client must agree on
+directory). The settings come in parts, one small class each (`voxqueue/settings.py`): the
+workers and the command line load them all (`Settings`, `get_settings()`); the gateway and
+a device's client load only Redis, the turns, the gateway, traces and logs
+(`ClientSettings`); the edge adds its own (`EdgeSettings`), the Wyoming server its policy.
+In code a setting is its part's attribute (`settings.redis.url` is `VOXQUEUE_REDIS_URL`), and
+an override names its part: `Settings(redis=RedisSettings(url=...))`, or
+`settings.replace(redis={{"url": ...}})` for a copy.
+
+The providers' own variables are honoured as their SDKs document them: `OPENAI_API_KEY`,
+`OPENAI_BASE_URL` and `ELEVENLABS_API_KEY`. Lists and mappings are JSON unless a description
+says otherwise. Every worker and client must agree on
 `VOXQUEUE_VISIBILITY_TIMEOUT` (see [crash consistency](crash-consistency.md#requirements)).
 """
 
@@ -103,6 +138,12 @@ def env_names(cls: type[BaseSettings], name: str, field: FieldInfo) -> list[str]
     return [f"{cls.model_config.get('env_prefix', '')}{name}".upper()]
 
 
+def every_name() -> set[str]:
+    """Every environment variable of every settings class on the page."""
+    return {name for cls, _ in CLASSES for field_name, field in cls.model_fields.items()
+            for name in env_names(cls, field_name, field)}
+
+
 def shown_default(field: FieldInfo) -> str:
     """A field's default as one would write it in the environment; a secret's is hidden."""
     factory = field.default_factory
@@ -148,19 +189,24 @@ def render(classes: Sequence[tuple[type[BaseSettings], str]] = CLASSES) -> str:
     """The whole page: a section per class, a table per ``# --`` section of its fields."""
     out = [HEADER]
     for cls, title in classes:
-        out += [f"## {title}", "", f"`{cls.__module__}.{cls.__name__}`"]
+        part = PARTS.get(cls)
+        where = (f"`settings.{part}`" + (", also in `ClientSettings`" if part in CLIENT_PARTS
+                                         else "")) if part else "loaded on its own"
+        out += [f"## {title}", "", f"`{cls.__module__}.{cls.__name__}`: {where}"]
         section: str | None = None
         for entry in declared(cls):
             if entry.section != section:
                 section = entry.section
                 if section:
                     out.append(f"\n### {cell(section[0].upper() + section[1:])}")
-                out += ["", "| variable | type | default | description |", "|---|---|---|---|"]
+                out += ["", "| variable | attribute | type | default | description |",
+                        "|---|---|---|---|---|"]
             field = cls.model_fields[entry.name]
+            attribute = code(f"{part}.{entry.name}" if part else entry.name)
             names = " or ".join(code(n) for n in env_names(cls, entry.name, field))
             kind = code(entry.annotation) + (f" ({limits})" if (limits := constraints(field))
                                              else "")
-            out.append(f"| {names} | {cell(kind)} | {cell(shown_default(field))} | "
+            out.append(f"| {names} | {attribute} | {cell(kind)} | {cell(shown_default(field))} | "
                        f"{cell(field.description or entry.doc)} |")
         out.append("")
     return "\n".join(out)

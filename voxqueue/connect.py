@@ -1,17 +1,7 @@
-"""The client a process should use: through the gateway when one is configured, else Redis."""
+"""The client a process should use, under its documented name: ``voxqueue.connect.connect_client``
+(through the gateway when one is configured, else Redis). Both clients live in
+:mod:`voxqueue.client`."""
 
-from __future__ import annotations
+from voxqueue.client.gateway import AnyClient, connect_client
 
-from voxqueue.client import Client
-from voxqueue.gateway.remote import GatewayClient
-from voxqueue.settings import Settings, get_settings
-
-#: Either client: the same API (ask, say, speak, ping, close; turns with events and playback).
-AnyClient = Client | GatewayClient
-
-
-def connect_client(settings: Settings | None = None) -> AnyClient:
-    """``GatewayClient`` when ``VOXQUEUE_GATEWAY_URL`` is set (a device: no Redis, its own
-    token), else ``Client`` straight to Redis (a trusted single machine)."""
-    chosen = settings or get_settings()
-    return GatewayClient(chosen) if chosen.gateway_url else Client(chosen)
+__all__ = ["AnyClient", "connect_client"]

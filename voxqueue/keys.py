@@ -25,7 +25,7 @@ class Keys:
         return f"{self.prefix}:turn:{turn_id}:audio"
 
     def speech(self, turn_id: str) -> str:
-        """Stream: the utterance's PCM as it is spoken (``voxqueue.speech_stream``)."""
+        """Stream: the utterance's PCM as it is spoken (``voxqueue.client.direct``)."""
         return f"{self.prefix}:turn:{turn_id}:speech"
 
     def cancel(self, turn_id: str) -> str:
@@ -64,7 +64,7 @@ class Keys:
 
     def deliveries(self, task_id: str) -> str:
         """Counter: how many times a job was delivered (bounds redelivery). Its value is the
-        newest attempt, the fence: only that attempt may write (:mod:`voxqueue.effects`)."""
+        newest attempt, the fence: only that attempt may write (:mod:`voxqueue.once`)."""
         return f"{self.prefix}:deliveries:{task_id}"
 
     def job_done(self, task_id: str) -> str:
@@ -193,7 +193,7 @@ class Keys:
         return f"{self.prefix}:timers:wake"
 
     def housekeeping_turn(self) -> str:
-        """Name of the turn (``voxqueue.broker_sweeps.hold_sweep_turn_in``) of the one worker
+        """Name of the turn (``voxqueue.broker.sweeps.hold_sweep_turn_in``) of the one worker
         process that runs the housekeeping loop."""
         return f"housekeeping.{self.prefix}"
 

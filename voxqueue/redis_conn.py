@@ -17,7 +17,7 @@ from redis.exceptions import AuthenticationError, AuthorizationError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 
 T = TypeVar("T")
 
@@ -109,12 +109,12 @@ def durable(r: Any) -> ReplicaWait | None:
     return wait if isinstance(wait, ReplicaWait) and wait.replicas else None
 
 
-def replicas_to_wait(settings: Settings) -> int:
+def replicas_to_wait(settings: ClientSettings) -> int:
     """``VOXQUEUE_REDIS_WAIT_REPLICAS``; unset: 1 with sentinels (a replica to fail over to),
     else 0."""
-    if settings.redis_wait_replicas is not None:
-        return settings.redis_wait_replicas
-    return 1 if is_sentinel(settings.redis_url) else 0
+    if settings.redis.wait_replicas is not None:
+        return settings.redis.wait_replicas
+    return 1 if is_sentinel(settings.redis.url) else 0
 
 
 class RedisAddressError(ValueError):
@@ -206,16 +206,16 @@ def is_sentinel(url: str) -> bool:
     return url.startswith("sentinel://")
 
 
-def sentinel_address(settings: Settings) -> SentinelAddress | None:
+def sentinel_address(settings: ClientSettings) -> SentinelAddress | None:
     """The sentinels of a ``sentinel://`` URL (Celery's form, one per ``;``), else ``None``.
 
     Raises :class:`RedisAddressError`, in one line saying which, for a sentinel URL without a
     master name or with a part that is not a sentinel address.
     """
-    url = settings.redis_url
+    url = settings.redis.url
     if not is_sentinel(url):
         return None
-    if not settings.redis_master:
+    if not settings.redis.master:
         raise RedisAddressError(
             "VOXQUEUE_REDIS_URL names sentinels (sentinel://...) but VOXQUEUE_REDIS_MASTER is "
             "not set: give the name the sentinels know the primary by")
@@ -237,12 +237,12 @@ def sentinel_address(settings: Settings) -> SentinelAddress | None:
             except ValueError:
                 raise RedisAddressError(
                     f"VOXQUEUE_REDIS_URL: {parts.path!r} is not a database number") from None
-    sentinel_password = settings.redis_sentinel_password
-    return SentinelAddress(sentinels, settings.redis_master, db, username, password,
+    sentinel_password = settings.redis.sentinel_password
+    return SentinelAddress(sentinels, settings.redis.master, db, username, password,
                            sentinel_password.get_secret_value() if sentinel_password else None)
 
 
-def connect(settings: Settings, *, decode: bool = False, patient: bool = True,
+def connect(settings: ClientSettings, *, decode: bool = False, patient: bool = True,
             **overrides: Any) -> Primary:
     """A client with timeouts and keep-alive that rides out a Redis restart or a failover.
 
@@ -268,16 +268,16 @@ def connect(settings: Settings, *, decode: bool = False, patient: bool = True,
     address = sentinel_address(settings)
     client: Primary
     if address is None:
-        client = cast(Primary, Primary.from_url(settings.redis_url, **options))
+        client = cast(Primary, Primary.from_url(settings.redis.url, **options))
     else:
         sentinel = Sentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
                             **address.primary_kwargs())
         client = sentinel.master_for(address.master, redis_class=Primary, **options)
-    client.replica_wait = ReplicaWait(replicas_to_wait(settings), settings.redis_wait_ms)
+    client.replica_wait = ReplicaWait(replicas_to_wait(settings), settings.redis.wait_ms)
     return client
 
 
-def connect_async(settings: Settings, **options: Any) -> aioredis.Redis:
+def connect_async(settings: ClientSettings, **options: Any) -> aioredis.Redis:
     """An asyncio client of the primary (through the sentinels with a ``sentinel://`` URL);
     ``max_connections`` and ``timeout`` make its pool a blocking one."""
     address = sentinel_address(settings)
@@ -285,8 +285,8 @@ def connect_async(settings: Settings, **options: Any) -> aioredis.Redis:
     if address is None:
         if blocking:
             return aioredis.Redis(connection_pool=aioredis.BlockingConnectionPool.from_url(
-                settings.redis_url, **options))
-        return aioredis.Redis.from_url(settings.redis_url, **options)
+                settings.redis.url, **options))
+        return aioredis.Redis.from_url(settings.redis.url, **options)
     options.pop("timeout", None)  # the sentinel-managed pool does not block
     sentinel = AsyncSentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
                              **address.primary_kwargs())

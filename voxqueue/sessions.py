@@ -1,6 +1,6 @@
 """Sessions in Redis: list them (with their token accounting), show one's history, clear them.
 
-A session's history expires ``session_ttl_s`` after its last change; listing forgets the ids
+A session's history expires ``turns.session_ttl_s`` after its last change; listing forgets the ids
 whose history has expired.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 import redis
 
 from voxqueue.keys import Keys
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 
 #: A session id without history yet is kept this long after its last turn began (its first
 #: turn may still be running).
@@ -38,22 +38,23 @@ class SessionInfo:
 
 
 class Sessions:
-    def __init__(self, r: redis.Redis, keys: Keys, settings: Settings) -> None:
+    def __init__(self, r: redis.Redis, keys: Keys, settings: ClientSettings) -> None:
         self.r = r
         self.keys = keys
         self.settings = settings
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Sessions:
+    def from_settings(cls, settings: ClientSettings) -> Sessions:
         from voxqueue.redis_conn import connect
 
-        return cls(connect(settings), Keys(settings.key_prefix), settings)
+        return cls(connect(settings), Keys(settings.redis.key_prefix), settings)
 
     def prune(self, now: float | None = None) -> int:
         """Forget ids whose history expired; returns how many were dropped."""
         now = time.time() if now is None else now
         dropped = int(
-            self.r.zremrangebyscore(self.keys.sessions(), "-inf", now - self.settings.session_ttl_s)
+            self.r.zremrangebyscore(self.keys.sessions(), "-inf",
+                                    now - self.settings.turns.session_ttl_s)
         )
         stale: Any = self.r.zrangebyscore(self.keys.sessions(), "-inf", now - GRACE_S)
         ids = [s.decode() if isinstance(s, bytes) else str(s) for s in stale]

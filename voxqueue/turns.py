@@ -18,8 +18,8 @@ import redis
 from voxqueue.audio import SAMPLE_RATE
 from voxqueue.budgets import SPEAK_CHARS, charged_device
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
-from voxqueue.effects import Fence, Fenced, Once
 from voxqueue.keys import Keys
+from voxqueue.once import Fence, Fenced, Once
 
 #: Longest sleep of the housekeeping loop (``workers/housekeeping/loop.py``), which ends overdue
 #: turns: a turn due sooner than this wakes it as it begins.

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import structlog
 from celery import Celery
 
-from voxqueue.celery_config import celery_config
+from voxqueue.celery_config import make_celery
 from voxqueue.settings import Settings
 from workers.agent.context.tokens import encoding_for
 from workers.agent.providers import select_chat_model
@@ -20,9 +20,9 @@ from workers.agent.providers.base import ChatModel
 from workers.housekeeping.beat_scheduler import beat_config
 from workers.runtime.resources import Builders, Runtime
 from workers.stt.providers import select_transcriber
-from workers.toolkit import catalogue
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.registry import Tool, ToolRegistry
+from workers.tool_registry import catalogue
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.registry import Tool, ToolRegistry
 from workers.tts.providers import select_synthesizer
 
 log = structlog.get_logger("voxqueue.worker")
@@ -49,7 +49,7 @@ def chat_model_of(rt: Runtime) -> ChatModel:
     """The LLM provider, with the tokenizer that measures its context loaded beforehand."""
     model = select_chat_model(rt.settings, rt.tools)
     try:
-        encoding_for(rt.settings.llm_model)  # its encoding takes a moment to load
+        encoding_for(rt.settings.providers.llm_model)  # its encoding takes a moment to load
     except Exception as exc:  # counted when first needed instead
         log.warning("tokenizer not ready", error=str(exc))
     return model
@@ -58,8 +58,7 @@ def chat_model_of(rt: Runtime) -> ChatModel:
 def celery_of(rt: Runtime) -> Celery:
     """A Celery app configured like the workers' (queues, beat's schedule in Redis), for a
     process that is not a worker: it can send tasks, inspect workers and edit beat's entries."""
-    app = Celery("voxqueue-runtime", set_as_current=False)
-    app.conf.update(celery_config(rt.settings))
+    app = make_celery(rt.settings, "voxqueue-runtime")
     app.conf.update(beat_config(rt.settings))
     return app
 

@@ -22,7 +22,8 @@ from typing import Any
 
 import yaml
 
-from voxqueue.process_table import (
+from voxqueue.settings import QUEUES, DashboardSettings, GatewaySettings
+from voxqueue.up.process_table import (
     BEAT_SCHEDULER,
     DEFAULT_POOLS,
     DEFAULT_PROCESSES,
@@ -30,7 +31,6 @@ from voxqueue.process_table import (
     FLOWER_NO_EVENTS_ASK,
     HEARTBEAT_S,
 )
-from voxqueue.settings import QUEUES, Settings
 
 OUT = Path(__file__).with_name("voxqueue.yaml")
 IMAGE = "voxqueue-workers:latest"
@@ -155,11 +155,11 @@ def manifests() -> list[dict[str, Any]]:
                                       "--address=0.0.0.0", f"--max_tasks={FLOWER_MAX_TASKS}",
                                       FLOWER_NO_EVENTS_ASK],
                            extra_env=[flower_auth], port=5555))
-    port = Settings(_env_file=None).metrics_port
+    port = DashboardSettings().metrics_port
     docs.append(deployment("exporter", ["voxqueue", "exporter", "--address", "0.0.0.0"],
                            port=port))
     # The devices' only way in (put TLS in front: an Ingress, or --certfile/--keyfile).
-    gateway_port = Settings(_env_file=None).gateway_port
+    gateway_port = GatewaySettings().port
     docs.append(deployment("gateway", ["voxqueue", "gateway", "--host", "0.0.0.0"],
                            replicas=2, port=gateway_port))
     for name, p in (("flower", 5555), ("exporter", port), ("gateway", gateway_port)):

@@ -14,8 +14,8 @@ from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.tts import Synthesize
 
-from voxqueue.client import Turn
-from voxqueue.playback import in_speaking_order
+from voxqueue.client.direct import Turn
+from voxqueue.client.result import in_speaking_order
 from voxqueue.turns import StreamEntry
 from voxqueue.wyoming import audio_out
 

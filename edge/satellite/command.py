@@ -17,8 +17,8 @@ from edge.pipeline import Listener
 from edge.satellite.ears import Ears
 from edge.satellite.link import SatelliteLink
 from edge.settings import EdgeSettings, direct_redis_problem
-from voxqueue.connect import connect_client
-from voxqueue.settings import Settings, get_settings
+from voxqueue.client.gateway import connect_client
+from voxqueue.settings import ClientSettings, get_client_settings
 
 app = typer.Typer(add_completion=False, help="Serve a Wyoming satellite as a voxqueue edge.")
 
@@ -53,8 +53,8 @@ def satellite_command(
             print(f"{'.'.join(str(p) for p in problem['loc'])}: {problem['msg']}",
                   file=sys.stderr)
         raise typer.Exit(2) from exc
-    settings = get_settings()
-    refusal = direct_redis_problem(settings.redis_url, settings.gateway_url, edge.direct_redis)
+    settings = get_client_settings()
+    refusal = direct_redis_problem(settings.redis.url, settings.gateway.url, edge.direct_redis)
     if refusal is not None:
         print(refusal, file=sys.stderr)
         raise typer.Exit(2)
@@ -65,7 +65,7 @@ def satellite_command(
         asyncio.run(_serve(link, settings, announcements))
 
 
-async def _serve(link: SatelliteLink, settings: Settings, announcements: bool) -> None:
+async def _serve(link: SatelliteLink, settings: ClientSettings, announcements: bool) -> None:
     """Serve the satellite; the device's announcements are read in a thread and queued."""
     loop = asyncio.get_running_loop()
     unasked = None

@@ -35,8 +35,8 @@ from edge.pipeline import NoSpeech, Utterance, Woke
 from edge.satellite.answer import answer_events
 from edge.satellite.ears import Ears, SpeechStarted
 from edge.settings import EdgeSettings
-from voxqueue.client import Client, Turn
-from voxqueue.gateway.remote import GatewayClient
+from voxqueue.client.direct import Client, Turn
+from voxqueue.client.gateway import GatewayClient
 from voxqueue.wyoming import audio_out
 from voxqueue.wyoming.threads import in_thread
 

@@ -27,6 +27,7 @@ from typing import Any
 from aiohttp import web
 
 from testkit.fakes.threads import serve_in_thread
+from voxqueue.settings_tools import ToolSettings
 
 HA_TOKEN = "ha-test-token"
 
@@ -141,9 +142,10 @@ class FakeServices:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def settings(self, **extra: Any) -> dict[str, Any]:
-        """Tool settings pointing at these fakes (loopback allow-listed)."""
-        return {
+    def settings(self, **extra: Any) -> ToolSettings:
+        """Tool settings pointing at these fakes (loopback allow-listed); ``extra``: more of
+        :class:`ToolSettings`'s fields."""
+        return ToolSettings(**{
             "url_allowlist": "127.0.0.1",
             "weather_geocoding_url": f"{self.url}/geo/v1/search",
             "weather_forecast_url": f"{self.url}/meteo/v1/forecast",
@@ -157,7 +159,7 @@ class FakeServices:
             "notify_webhook_url": f"{self.url}/hook",
             "ntfy_url": f"{self.url}/ntfy/voxqueue-test",
             **extra,
-        }
+        })
 
     # -- lifecycle -----------------------------------------------------------------------
     def start(self) -> FakeServices:

@@ -26,10 +26,12 @@ from edge.display import Display
 from edge.player import Player, WavDirOutput
 from edge.settings import EdgeSettings
 from edge.sources import WavSource
+from testkit.clock import wait_until
+from testkit.waiting import tasks_of_turn
 from tests.conftest import ROOT, SPEECH, RedisServer, System, system_env
 from voxqueue.audio import rms
 from voxqueue.keys import Keys
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -65,7 +67,7 @@ class Edge:
     def __init__(self, url: str, source: Any, out: Path, **edge: Any) -> None:
         self.out = out
         self.screen = io.StringIO()
-        settings = Settings(_env_file=None, redis_url=url)  # type: ignore[call-arg]
+        settings = Settings(redis=RedisSettings(url=url))
         config = EdgeSettings(
             _env_file=None,
             **{  # type: ignore[call-arg]
@@ -204,8 +206,10 @@ def test_barge_in_stops_the_reply_cancels_the_turn_and_starts_a_new_one(
     # few chunks follow the cancel, and then the stream stops growing.
     after = kinds[kinds.index("cancelled") :].count("tts-chunk")
     assert after <= 8 * kinds.count("tts-start"), kinds
-    time.sleep(1.0)
-    assert len(events(client, first.turn_id)) == len(history)
+    turn_id = first.turn_id
+    wait_until(lambda: not tasks_of_turn(client.redis, turn_id),
+               "every task of the cancelled turn to end", timeout=30)
+    assert len(events(client, first.turn_id)) == len(history), "a stage wrote after the cancel"
     assert first.played is not None and 0 < first.played.seconds < 12
     assert second.transcript == "Set a timer for five minutes." and second.status == "ok"
     assert "barge-in" in edge.screen.getvalue()
@@ -239,7 +243,10 @@ def test_announcements_are_spoken_between_turns(system, client, fake, tmp_path):
     r = redis.Redis.from_url(url)
     stream = Keys().announcements("edge-announce")
     beep = (np.sin(np.arange(8000) / 5) * 8000).astype("<i2").tobytes()
-    time.sleep(1.0)  # the listener starts at the stream's end ("$"): write after it started
+    # The listener reads what comes after the stream's newest entry when it started: write
+    # once it has chosen where it reads from.
+    wait_until(lambda: edge.device.announcements is not None
+               and edge.device.announcements.last_id is not None, "the announcement listener")
     r.xadd(
         stream,
         {
@@ -276,7 +283,8 @@ class Lines:
     def __init__(self, stream: Any) -> None:
         self.lines: list[str] = []
         self._queue: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._pump, args=(stream,), daemon=True).start()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
 
     def _pump(self, stream: Any) -> None:
         for line in stream:
@@ -293,6 +301,11 @@ class Lines:
             if text in line:
                 return line
         raise AssertionError(f"no {text!r} within {timeout} s:\n{''.join(self.lines)}")
+
+    def read_to_the_end(self, timeout: float) -> None:
+        """Wait until the process's output has ended and every line is in."""
+        self._thread.join(timeout)
+        assert not self._thread.is_alive(), "the output did not end"
 
     @property
     def text(self) -> str:
@@ -361,7 +374,7 @@ def test_the_edge_survives_a_redis_outage_and_recovers(private_system, fake, tmp
     finally:
         if proc.poll() is None:
             proc.kill()
-    time.sleep(0.2)
+    lines.read_to_the_end(10)
     screen = lines.text
     assert screen.count("Cannot reach the server") == 1, screen
     assert len(list(out.glob("*-earcon-unreachable.wav"))) == 1

@@ -112,7 +112,7 @@ def test_a_provider_that_stays_down_ends_the_turn_with_an_apology(client, fake):
     result = turn.wait(timeout=60)
     assert result.status == "error"
     assert result.error is not None and result.error["code"] == "llm-failed"
-    assert len(fake.requests_for("chat")) == client.settings.provider_max_attempts
+    assert len(fake.requests_for("chat")) == client.settings.providers.max_attempts
     assert result.reply and result.reply.startswith("Sorry")
     assert len(turn.audio()) > 0
 

@@ -15,12 +15,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+from pydantic import SecretStr
 
+from testkit.clock import wait_until
 from tests.conftest import ROOT, SPEECH, free_port
-from voxqueue.client import InputError, Unavailable
-from voxqueue.gateway.remote import GatewayClient
+from voxqueue.client.direct import InputError, Unavailable
+from voxqueue.client.gateway import GatewayClient
 from voxqueue.gateway.rules import session_of
-from voxqueue.settings import Settings
+from voxqueue.settings import GatewaySettings, RedisSettings, Settings
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -56,9 +58,10 @@ class Gateway:
     def device(self, name: str | None = None) -> GatewayClient:
         """A new device's client: its own name and token; Redis out of reach."""
         token = self.add(name or f"dev-{uuid.uuid4().hex[:8]}")
-        return GatewayClient(Settings(  # type: ignore[call-arg]
-            _env_file=None, gateway_url=self.url, device_token=token,
-            gateway_ca_file=self.ca_file, redis_url="redis://127.0.0.1:1/0"))
+        return GatewayClient(Settings(
+            gateway=GatewaySettings(url=self.url, device_token=SecretStr(token),
+                                    ca_file=self.ca_file),
+            redis=RedisSettings(url="redis://127.0.0.1:1/0")))
 
 
 @contextlib.contextmanager
@@ -118,12 +121,18 @@ def test_a_spoken_turn_through_the_gateway(gateway, fake):
     assert result.transcript == "what time is it" and result.reply == "Time for tea."
 
 
+def seen(device: GatewayClient, turn_id: str, kind: str) -> bool:
+    """Whether the turn's events, read through the gateway, hold one of ``kind``."""
+    got = device.entries(f"/v1/turns/{turn_id}/events", None, 0)
+    return any(e.event.get("type") == kind for e in got.entries)
+
+
 def test_cancel_through_the_gateway(gateway, fake):
     fake.inject("chat", delay=3.0)
     with gateway.device() as device:
         turn = device.ask("a slow one")
-        time.sleep(0.5)
-        turn.cancel()
+        wait_until(lambda: seen(device, turn.turn_id, "llm-start"), "the model's call")
+        turn.cancel()  # during the model's (3 s) call
         assert turn.wait(timeout=20).status == "cancelled"
 
 
@@ -343,9 +352,9 @@ def test_a_device_streams_asks_and_hears_over_tls(tls_gateway, fake):
 
 def test_a_device_that_does_not_trust_the_gateways_certificate_is_told_so(tls_gateway):
     token = tls_gateway.add("untrusting-box")
-    device = GatewayClient(Settings(  # type: ignore[call-arg]
-        _env_file=None, gateway_url=tls_gateway.url, device_token=token,
-        redis_url="redis://127.0.0.1:1/0"))
+    device = GatewayClient(Settings(
+        gateway=GatewaySettings(url=tls_gateway.url, device_token=token),
+        redis=RedisSettings(url="redis://127.0.0.1:1/0")))
     with device, pytest.raises(Unavailable) as refused:
         device.ask("hello")
     assert "CERTIFICATE_VERIFY_FAILED" in str(refused.value)

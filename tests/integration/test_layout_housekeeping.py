@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import ROOT, RedisServer, System, system_env
 from tests.reliability.ledger import audit_entries
-from voxqueue.broker_sweeps import sweep_turn_holder
+from voxqueue.broker.sweeps import sweep_turn_holder
 from voxqueue.contracts import TurnSpec
 
 pytestmark = pytest.mark.integration

@@ -7,8 +7,9 @@ import urllib.request
 
 import pytest
 
+from testkit.clock import wait_until
 from tests.conftest import free_port
-from voxqueue.metrics import Exporter
+from voxqueue.observability.metrics import Exporter
 
 pytestmark = pytest.mark.integration
 
@@ -27,8 +28,8 @@ def value(text: str, prefix: str) -> float:
 
 def test_histograms_fill_from_turn_events(client, fake):
     # The exporter labels the tools the workers offer: it needs their tool modules too.
-    exporter = Exporter(client.settings.model_copy(
-        update={"tool_modules": "testkit.probe_tools"}))
+    exporter = Exporter(client.settings.replace(
+        tools={"modules": "testkit.probe_tools"}))
     port = free_port()
     exporter.serve(port)
     thread = threading.Thread(target=exporter.run, kwargs={"sample_every_s": 0.5}, daemon=True)
@@ -40,7 +41,10 @@ def test_histograms_fill_from_turn_events(client, fake):
             {"after_tool": True, "content": "It is three."})
         import time
 
-        time.sleep(0.3)  # the exporter follows new turns only
+        # The exporter follows turns that end after it started: it has started when it has
+        # sampled the queues, which it does once it knows where the ended turns' stream is.
+        wait_until(lambda: 'voxqueue_queue_depth{queue="stt"}' in scrape(port),
+                   "the exporter's first sample")
         result = client.ask("metrics please", session="metrics").wait(timeout=30)
         assert result.status == "ok"
         deadline = time.time() + 10

@@ -53,8 +53,8 @@ def offline(
     env = system_env(
         url,
         None,
-        VOXQUEUE_WEATHER_GEOCODING_URL=tools["weather_geocoding_url"],
-        VOXQUEUE_WEATHER_FORECAST_URL=tools["weather_forecast_url"],
+        VOXQUEUE_WEATHER_GEOCODING_URL=tools.weather_geocoding_url,
+        VOXQUEUE_WEATHER_FORECAST_URL=tools.weather_forecast_url,
         VOXQUEUE_URL_ALLOWLIST="127.0.0.1",
         VOXQUEUE_STT=engine,
     )

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from voxqueue.settings import Settings
+from voxqueue.settings import TurnSettings
 
 pytestmark = pytest.mark.integration
 
 #: The workers' cap (the shared system runs with the default).
-CAP = int(Settings.model_fields["reply_max_chars"].default)
+CAP = int(TurnSettings.model_fields["reply_max_chars"].default)
 
 
 def sentences(n: int, word: str) -> list[str]:

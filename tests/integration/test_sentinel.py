@@ -14,9 +14,9 @@ import redis
 from testkit.sentinel import MASTER, SentinelSet
 from testkit.system import free_port
 from voxqueue.celery_config import celery_config
-from voxqueue.doctor import check_sentinels, diagnose
+from voxqueue.observability.doctor import check_sentinels, diagnose
 from voxqueue.redis_conn import RedisAddressError, connect, connect_async, sentinel_address
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +29,7 @@ def sentinels():
 
 
 def settings(url: str, master: str | None = MASTER) -> Settings:
-    return Settings(_env_file=None, redis_url=url, redis_master=master)  # type: ignore[call-arg]
+    return Settings(redis=RedisSettings(url=url, master=master))
 
 
 def test_doctor_shows_the_primary_its_replica_and_the_sentinels(sentinels):

@@ -7,15 +7,12 @@ import threading
 import time
 from collections import defaultdict
 
-from celery import Celery
-
-from voxqueue.celery_config import AGENT_STEP, TTS_SPEAK, celery_config
+from voxqueue.celery_config import AGENT_STEP, TTS_SPEAK, make_celery
 
 
 def test_a_turns_tasks_reach_an_event_receiver(client, fake):
     fake.script_chat({"match": "events", "content": "First sentence here. And a second one."})
-    app = Celery("events-probe", set_as_current=False)
-    app.conf.update(celery_config(client.settings))
+    app = make_celery(client.settings, "events-probe")
     seen: dict[str, set[str]] = defaultdict(set)  # task id -> its event types
     names: dict[str, str] = {}
     bound, stop = threading.Event(), threading.Event()

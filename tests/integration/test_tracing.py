@@ -12,8 +12,8 @@ import pytest
 import redis
 
 from tests.conftest import SPEECH, RedisServer, System, system_env
-from voxqueue.client import Client
-from voxqueue.settings import Settings
+from voxqueue.client.direct import Client
+from voxqueue.settings import ObservabilitySettings, RedisSettings, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -58,11 +58,8 @@ def traced(
 @pytest.fixture(scope="module")
 def traced_client(traced: System, spans_file: Path) -> Iterator[Client]:
     settings = Settings(
-        _env_file=None,
-        redis_url=traced.env["VOXQUEUE_REDIS_URL"],  # type: ignore[call-arg]
-        otel_enabled=True,
-        otel_exporter=f"jsonl:{spans_file}",
-    )
+        redis=RedisSettings(url=traced.env["VOXQUEUE_REDIS_URL"]),
+        observability=ObservabilitySettings(otel_enabled=True, otel_exporter=f"jsonl:{spans_file}"))
     with Client(settings) as client:
         yield client
 

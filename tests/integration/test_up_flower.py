@@ -21,9 +21,9 @@ import pytest
 
 from tests.browser import Browser, chromium
 from tests.conftest import ROOT, free_port, system_env
-from voxqueue.embedded_redis import embedded_redis_url
-from voxqueue.process_table import FLOWER_MAX_TASKS, worker_names
 from voxqueue.settings import QUEUES
+from voxqueue.up.embedded_redis import embedded_redis_url
+from voxqueue.up.process_table import FLOWER_MAX_TASKS, worker_names
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]

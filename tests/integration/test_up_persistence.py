@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, free_port, system_env
-from voxqueue.client import Client
-from voxqueue.devices import DeviceRegistry
-from voxqueue.embedded_redis import redis_answers
-from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.client.direct import Client
+from voxqueue.gateway.devices import DeviceRegistry
+from voxqueue.settings import QUEUES, RedisSettings, Settings
+from voxqueue.up.embedded_redis import redis_answers
+from voxqueue.up.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -32,7 +32,7 @@ class Ups:
     def __init__(self, env: dict[str, str], port: int, work: Path) -> None:
         self.env, self.port, self.work = env, port, work
         self.url = f"redis://127.0.0.1:{port}/0"
-        self.settings = Settings(_env_file=None, redis_url=self.url)  # type: ignore[call-arg]
+        self.settings = Settings(redis=RedisSettings(url=self.url))
         self.running: list[subprocess.Popen[str]] = []
 
     def start(self, port: int | None = None) -> subprocess.Popen[str]:

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT, RedisServer, free_port, system_env
-from voxqueue.client import Client
-from voxqueue.settings import QUEUES, Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.client.direct import Client
+from voxqueue.settings import QUEUES, RedisSettings, Settings
+from voxqueue.up.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
 VOXQUEUE = [sys.executable, "-m", "voxqueue.cli"]
@@ -114,7 +114,7 @@ def up(fake_providers: object, tmp_path_factory: pytest.TempPathFactory) -> Iter
         proc = subprocess.Popen([*VOXQUEUE, "up", "--no-flower", "--processes", "agent=1,tts=1"],
                                 env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
-    settings = Settings(_env_file=None, redis_url=server.url)  # type: ignore[call-arg]
+    settings = Settings(redis=RedisSettings(url=server.url))
     running = Up(proc, log, env, settings)
     try:
         Supervisor(settings).wait_for_workers(QUEUES, timeout=60)
@@ -185,9 +185,10 @@ def test_nothing_outlives_a_killed_up(up):
 
 PARENT = """
 import sys, time
-from voxqueue.settings import Settings
-from voxqueue.supervisor import Supervisor
-sup = Supervisor(Settings(_env_file=None), log_dir=__import__("pathlib").Path(sys.argv[1]))
+from voxqueue.settings import Settings, ignore_dotenv
+from voxqueue.up.supervisor import Supervisor
+ignore_dotenv()
+sup = Supervisor(Settings(), log_dir=__import__("pathlib").Path(sys.argv[1]))
 sup.start_workers(pools={"tools": ("prefork", 2), "stt": ("threads", 2)}, queues=["tools", "stt"])
 sup.wait_for_workers(["tools", "stt"], timeout=60)
 print("ready", flush=True)

@@ -30,6 +30,8 @@ from wyoming.tts import (
     SynthesizeStopped,
 )
 
+from testkit.clock import wait_until
+from testkit.waiting import tasks_of_turn
 from tests.conftest import ROOT, SPEECH, free_port
 from voxqueue.audio import read_speech
 from voxqueue.wyoming.audio_out import CHUNK_BYTES
@@ -338,7 +340,9 @@ def test_a_client_that_leaves_mid_answer_leaves_nothing_running(server, fake, cl
     ended = client.redis.xrange(client.keys.ended_turns(), min=f"{int(before * 1000)}-0")
     statuses = [fields[b"status"].decode() for _, fields in ended]
     assert "cancelled" in statuses and set(statuses) <= {"ok", "cancelled"}, statuses
-    time.sleep(1.0)  # nothing more is started for the client that left
+    turn_ids = [fields[b"turn_id"].decode() for _, fields in ended]
+    wait_until(lambda: not any(tasks_of_turn(client.redis, t) for t in turn_ids),
+               "every task of the client's turns to end")
     # a turn cancelled before its TTS job ran never reached the provider
     assert len(fake.requests_for("tts")) <= len(statuses) < 7
 
@@ -387,6 +391,10 @@ def test_audio_streams_to_the_stt_job_and_a_client_leaving_mid_utterance_cancels
     pcm = speech_pcm()
     active = client.keys.active_turns()
 
+    def stt_started() -> bool:
+        return any(e.event.type == "stt-start" for t in client.redis.zrange(active, 0, -1)
+                   for e in client.store.history(t.decode()))
+
     async def leave_mid_utterance() -> None:
         async with server.client() as c:
             await c.write_event(Transcribe().event())
@@ -394,7 +402,10 @@ def test_audio_streams_to_the_stt_job_and_a_client_leaving_mid_utterance_cancels
             for at in range(0, 32000, 3200):  # one second, then the client is gone
                 await c.write_event(AudioChunk(rate=16000, width=2, channels=1,
                                                audio=pcm[at:at + 3200]).event())
-            await asyncio.sleep(0.5)
+            give_up = time.monotonic() + 10
+            while not stt_started():  # gone while the STT job reads the utterance
+                assert time.monotonic() < give_up, "the STT job did not start with the audio"
+                await asyncio.sleep(0.05)
 
     before = time.time()
     run(leave_mid_utterance())

@@ -173,7 +173,7 @@ def test_made_up_conversation_ids_share_the_devices_monitor_cap(allowing_server,
     from voxqueue.settings import Settings
     from workers.monitor.monitors import MonitorStore
 
-    cap = Settings(_env_file=None).monitor_creates_per_hour  # type: ignore[call-arg]
+    cap = Settings().monitors.creates_per_hour
     fake.script_chat(
         {"after_tool": True, "repeat": True, "content": "Done."},
         {"match": "watch the queues", "repeat": True, "tool_calls": [

@@ -16,7 +16,7 @@ from typing import Any
 
 from testkit.fakes.chaos_model import SIDE_EFFECT_TOOL, heard_text
 from tests.reliability.ledger import history_problems, sentences_sent
-from voxqueue.playback import in_speaking_order
+from voxqueue.client.result import in_speaking_order
 from voxqueue.spoken import Reading, for_speech
 from voxqueue.turns import StreamEntry
 

@@ -34,10 +34,10 @@ from tests.reliability.chaos_ledger import (
 )
 from tests.tool_modules.chaos_tools import LEDGER_ENV
 from voxqueue.audio import read_wav
-from voxqueue.child_process import Proc
-from voxqueue.client import Client
-from voxqueue.restarts import RestartPolicy
+from voxqueue.client.direct import Client
 from voxqueue.settings import QUEUES
+from voxqueue.up.child_process import Proc
+from voxqueue.up.restarts import RestartPolicy
 
 #: The environment variable that sets the seed (printed by every run).
 SEED_ENV = "VOXQUEUE_CHAOS_SEED"

@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from voxqueue.client import Turn
+from voxqueue.client.direct import DEADLINE_GRACE_S, Turn
 from voxqueue.contracts import TurnResult
-from voxqueue.turn_handle import DEADLINE_GRACE_S
 from voxqueue.turns import StreamEntry, TurnStore
 
 #: Environment variable naming the JSON-lines file the rows are appended to.

@@ -91,9 +91,9 @@ def test_audio_over_the_limits_is_refused_before_upload(client, fake, reliabilit
     case = reliability_case("audio over the size and length limits")
     s = client.settings
     before = turn_keys(client)
-    big = b"RIFF" + bytes(s.max_audio_bytes + 10)
-    long_wav = wav_bytes(s.max_audio_seconds + 1, 16000)
-    long_pcm = bytes(int(2 * 8000 * (s.max_audio_seconds + 1)))
+    big = b"RIFF" + bytes(s.turns.max_audio_bytes + 10)
+    long_wav = wav_bytes(s.turns.max_audio_seconds + 1, 16000)
+    long_pcm = bytes(int(2 * 8000 * (s.turns.max_audio_seconds + 1)))
     cases = [
         (big, {}, "audio-too-large", "VOXQUEUE_MAX_AUDIO_BYTES"),
         (long_wav, {}, "audio-too-long", "VOXQUEUE_MAX_AUDIO_SECONDS"),
@@ -149,7 +149,7 @@ def test_a_wav_truncated_inside_its_samples_is_transcribed_as_far_as_it_goes(
 def test_bad_text_is_refused_with_a_clear_error(client, fake, reliability_case):
     case = reliability_case("empty, 1 MB and invalid UTF-8 text, bad session id")
     before = turn_keys(client)
-    limit = client.settings.max_text_chars
+    limit = client.settings.turns.max_text_chars
     cases = [
         ("", "empty"),
         (" \n\t ", "empty"),

@@ -126,7 +126,7 @@ def test_crash_point(systems, fake_providers, reliability_case, pool, point):
 
 def test_the_sweeper_dying_with_a_task_is_replaced_in_time(systems, fake_providers,
                                                              reliability_case):
-    """The process holding the sweeper's turn (voxqueue/broker_sweeps.py) is killed as the task
+    """The process holding the sweeper's turn (voxqueue/broker/sweeps.py) is killed as the task
     of another dies: another process takes the turn over before the dead task's lease runs out,
     so the turn ends ok and about as soon as after any kill (not at its deadline)."""
     system = systems("threads")

@@ -1,6 +1,6 @@
 """``voxqueue worker`` as it starts by default: every queue in one threads-pool process (a
 channel on several queues takes with kombu's ``BRPOP``, not our ``BLMOVE``), and that process
-alone, so it also holds the sweeper's turn (``voxqueue/broker_sweeps.py``). SIGKILLed mid-task
+alone, so it also holds the sweeper's turn (``voxqueue/broker/sweeps.py``). SIGKILLed mid-task
 and started again (as ``voxqueue up`` or Kubernetes would), the new process takes the dead one's
 sweeper's turn over and the task runs again once its lease is out: the turn ends ok, once."""
 
@@ -16,8 +16,8 @@ import pytest
 
 from tests.conftest import RedisServer, System, system_env
 from tests.reliability.ledger import audit
-from voxqueue.restarts import RestartPolicy
 from voxqueue.settings import QUEUES
+from voxqueue.up.restarts import RestartPolicy
 
 pytestmark = pytest.mark.integration
 SWEEP_TURN = "_voxqueue.sweep.unacked"

@@ -9,7 +9,7 @@ import time
 import pytest
 from celery import Celery
 
-from tests.reliability.test_forged_jobs import forge
+from tests.reliability.test_forged_jobs import forge, handled
 from voxqueue.celery_config import TOOLS_RUN, celery_config
 from voxqueue.contracts import ToolCallJob
 
@@ -47,7 +47,7 @@ def test_a_copy_of_a_running_tool_call_neither_runs_nor_fences_it(client, fake,
             time.sleep(0.05)
     finally:
         app.close()
-    time.sleep(1.0)  # the second copy has had time to run, had it been able to
+    handled(client, spec)  # the second copy was taken and finished: run, had it been able to
     events = [e.event for e in client.store.history(spec.turn_id)]
     assert [e.type for e in events].count("tool-start") == 1, events
     assert [e.type for e in events].count("tool-end") == 1, events

@@ -10,6 +10,8 @@ import uuid
 import pytest
 from celery import Celery
 
+from testkit.clock import wait_until
+from testkit.waiting import tasks_of_turn
 from voxqueue.celery_config import AGENT_RESUME, AGENT_STEP, TOOLS_RUN, celery_config
 from voxqueue.contracts import AgentStep, ToolCallJob, TurnSpec
 from voxqueue.turns import TurnStore
@@ -26,6 +28,12 @@ def forge(client, **fields) -> TurnSpec:
         "speak": False, **fields})
     TurnStore(client.redis, client.keys, 3600).create(spec)
     return spec
+
+
+def handled(client, spec: TurnSpec) -> None:
+    """Wait until a worker has taken and finished (run or refused) every job of the turn."""
+    wait_until(lambda: not tasks_of_turn(client.redis, spec.turn_id),
+               "the workers to handle the turn's jobs", timeout=30)
 
 
 def send(client, task: str, args: list) -> None:
@@ -89,7 +97,7 @@ def test_a_forged_tool_call_never_runs(client, fake, reliability_case):
                       name="record_side_effect", arguments=json.dumps({"label": label}),
                       calls=1, session_id="kitchen", device="kitchen")
     send(client, TOOLS_RUN, [job.model_dump(mode="json")])
-    time.sleep(3)
+    handled(client, spec)
     assert client.redis.get(f"probe:side-effect:{label}") is None, "the tool ran"
     assert not any(e.event.type == "tool-start" for e in client.store.history(spec.turn_id))
     # With a stored answer that made the call, only that exact call may run.
@@ -99,7 +107,7 @@ def test_a_forged_tool_call_never_runs(client, fake, reliability_case):
     altered = job.model_copy(update={"call_id": "call_real", "name": "add_numbers",
                                      "arguments": '{"a": 1, "b": 999}'})
     send(client, TOOLS_RUN, [altered.model_dump(mode="json")])
-    time.sleep(2)
+    handled(client, spec)
     assert not any(e.event.type == "tool-start" for e in client.store.history(spec.turn_id))
     case.note("refused: not a call of the stored model answer; nothing ran")
 

@@ -18,13 +18,15 @@ from typing import Any
 import httpx
 import pytest
 import websockets.sync.client as wsc
+from pydantic import SecretStr
 from websockets.exceptions import ConnectionClosed
 
+from testkit.clock import wait_until
 from tests.conftest import ROOT, SPEECH
 from tests.integration.test_gateway import VOXQUEUE, Gateway, running_gateway
-from voxqueue.devices import DeviceRegistry
-from voxqueue.gateway.remote import GatewayClient
-from voxqueue.settings import Settings
+from voxqueue.client.gateway import GatewayClient
+from voxqueue.gateway.devices import DeviceRegistry
+from voxqueue.settings import GatewaySettings, Settings
 
 pytestmark = pytest.mark.integration
 
@@ -229,7 +231,12 @@ def test_long_polls_are_capped_per_device_and_long_waits_work(gateway, reliabili
             for _ in range(2)]
         for poll in polls:
             poll.start()
-        time.sleep(0.5)
+
+        def refused() -> bool:  # both long polls are open: any third one is refused
+            return hog.http.get("/v1/announcements", params={"wait_ms": 0},
+                                timeout=5).status_code == 429
+
+        wait_until(refused, "the hog's two long polls to be open")
         third = hog.http.get("/v1/announcements", params={"wait_ms": 6000}, timeout=20)
         health = httpx.get(f"{gateway.url}/v1/health", timeout=5)
         others = other.http.get("/v1/announcements", params={"wait_ms": 0}, timeout=5)
@@ -271,10 +278,9 @@ def test_half_open_requests_are_closed_after_the_header_timeout(gateway, reliabi
     slow = [socket.create_connection((host, int(port)), timeout=5) for _ in range(20)]
     for s in slow:
         s.sendall(b"GET /v1/health HTTP/1.1\r\nHost: x\r\n")
-    time.sleep(2.5)  # over the head timeout (1 s)
     closed = 0
-    for s in slow:
-        s.settimeout(0.5)
+    for s in slow:  # each read ends when the server closes it (after the head timeout, 1 s)
+        s.settimeout(10)  # a deadline for that, not a speed: unclosed, it would stay open
         with contextlib.suppress(TimeoutError):
             closed += s.recv(100) == b""
         s.close()
@@ -285,13 +291,13 @@ def test_half_open_requests_are_closed_after_the_header_timeout(gateway, reliabi
 
 def test_the_client_refuses_plain_http_to_another_host():
     def client(url: str, **extra: Any) -> GatewayClient:
-        return GatewayClient(Settings(_env_file=None, gateway_url=url,  # type: ignore[call-arg]
-                                      device_token="vqd_x", **extra))
+        return GatewayClient(Settings(gateway=GatewaySettings(
+            url=url, device_token=SecretStr("vqd_x"), **extra)))
 
     with pytest.raises(ValueError, match="VOXQUEUE_GATEWAY_ALLOW_HTTP"):
         client("http://192.0.2.10:8765")
     for url, extra in (("https://192.0.2.10:8765", {}), ("http://127.0.0.1:8765", {}),
-                       ("http://192.0.2.10:8765", {"gateway_allow_http": True})):
+                       ("http://192.0.2.10:8765", {"allow_http": True})):
         client(url, **extra).close()
 
 

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from tests.conftest import RedisServer, System, system_env
+from voxqueue.broker.dead_letters import DEAD_LETTER
 from voxqueue.contracts.dead_letter import DeadLetter
-from voxqueue.dead_letters import DEAD_LETTER
 from voxqueue.settings import QUEUES
 
 pytestmark = pytest.mark.integration

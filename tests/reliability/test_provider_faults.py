@@ -7,11 +7,11 @@ carrying a code and, when it speaks, a short spoken apology; never after its dea
 from __future__ import annotations
 
 import itertools
-import threading
-import time
 
 import pytest
 
+from testkit.clock import wait_until
+from testkit.waiting import tasks_of_turn
 from tests.conftest import SPEECH, system_env
 from tests.reliability.conftest import db_url, running_system
 from tests.reliability.ledger import audit
@@ -131,9 +131,9 @@ def test_a_provider_that_stays_down_ends_the_turn_with_an_apology(client, fake, 
     turn = client.say(AUDIO, session="rel-stt-down")
     result = case.check(turn)
     assert_apologized(turn, result, "stt-failed")
-    assert len(fake.requests_for("transcriptions")) == client.settings.provider_max_attempts
+    assert len(fake.requests_for("transcriptions")) == client.settings.providers.max_attempts
     assert fake.requests_for("chat") == []
-    case.note(f"{client.settings.provider_max_attempts} attempts, stt-failed, spoken apology")
+    case.note(f"{client.settings.providers.max_attempts} attempts, stt-failed, spoken apology")
 
 
 def test_tts_that_stays_down_ends_the_turn_with_a_coded_error(client, fake, reliability_case):
@@ -201,8 +201,8 @@ def test_an_llm_that_keeps_resetting_ends_with_an_apology(client, fake, reliabil
     turn = client.ask("anyone?", session="rel-reset-down")
     result = case.check(turn)
     assert_apologized(turn, result, "llm-failed")
-    assert len(fake.requests_for("chat")) == client.settings.provider_max_attempts
-    case.note(f"{client.settings.provider_max_attempts} attempts, llm-failed, spoken apology")
+    assert len(fake.requests_for("chat")) == client.settings.providers.max_attempts
+    case.note(f"{client.settings.providers.max_attempts} attempts, llm-failed, spoken apology")
 
 
 # -- broken streams and answers -----------------------------------------------------------------
@@ -337,11 +337,15 @@ def test_run_end_is_the_last_event_even_when_an_answer_arrives_after_a_cancel(
     case = reliability_case("LLM answer arriving after the turn was cancelled")
     fake.inject("chat", delay=2.0)
     turn = client.ask("slow answer", session="rel-late-answer")
-    threading.Timer(0.5, turn.cancel).start()
+    wait_until(lambda: any(e.event.type == "llm-start" for e in client.store.history(turn.turn_id)),
+               "the model's call")
+    turn.cancel()  # during the model's (2 s) call
     result = case.check(turn)
     assert result.status == "cancelled"
     fake.wait_for_requests("chat", 1)
-    time.sleep(2.5)  # the answer arrives and the agent step finishes
+    # The answer arrives and the agent step finishes: no task of the turn is left.
+    wait_until(lambda: not tasks_of_turn(client.redis, turn.turn_id), "the agent step to end",
+               timeout=30)
     late = audit(client.store, turn)  # read the stream again: events may have come since
     case.note(f"{late.after_end} event(s) after run-end")
     assert late.after_end == 0, f"{late.after_end} event(s) after run-end"

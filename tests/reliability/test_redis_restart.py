@@ -35,8 +35,8 @@ def restartable(fake_providers, tmp_path):
     )
     system = System(env, tmp_path)
     system.start()
-    system.sup.settings = system.sup.settings.model_copy(
-        update={
+    system.sup.settings = system.sup.settings.replace(
+        dashboard={
             "flower_port": flower_port,
             "flower_user": "ops",
             "flower_password": SecretStr("pw"),
@@ -90,7 +90,12 @@ def test_redis_restart_under_load_loses_no_turn(restartable, reliability_case):
     threads = [threading.Thread(target=follow, args=(t,)) for t in turns]
     for t in threads:
         t.start()
-    time.sleep(0.7)
+
+    def in_flight() -> bool:  # the work is under way: a model call (1 s to its first token)
+        return any(e.event.type == "llm-start" for t in turns
+                   for e in client.store.history(t.turn_id))
+
+    assert wait_until(in_flight, 30), "the turns never reached the model"
     server.restart(down_s=1.0)
     for t in threads:
         t.join(100)
@@ -182,9 +187,11 @@ def test_redis_down_past_the_deadline_ends_turns_with_a_clear_error(restartable,
     case = reliability_case("Redis down past the deadline")
     case.turns += 1
     fake.inject("chat", delay=3.0)
-    turn = system.client().ask("will redis come back", session="down", deadline_s=4)
-    time.sleep(0.5)
-    server.stop()
+    client = system.client()
+    turn = client.ask("will redis come back", session="down", deadline_s=4)
+    assert wait_until(lambda: any(e.event.type == "llm-start"
+                                  for e in client.store.history(turn.turn_id)), 10), "no model call"
+    server.stop()  # during the model's (3 s) call
     started = time.time()
     try:
         result = turn.wait(timeout=60)

@@ -1,5 +1,5 @@
 """A worker killed right after it took a message, before kombu recorded the delivery (the crash
-point ``broker.after-take``, voxqueue/broker_take.py), loses nothing: the message is in the
+point ``broker.after-take``, voxqueue/broker/take.py), loses nothing: the message is in the
 dead process's in-flight list, and the sweeper puts it back once that list's lease is out.
 
 Run on the layouts that take from several lists at once: ``voxqueue worker`` with its default
@@ -23,9 +23,9 @@ import pytest
 
 from tests.conftest import SPEECH, RedisServer, System, system_env
 from tests.reliability.ledger import audit
-from voxqueue.broker_take import AFTER_TAKE, CRASH_COUNTDOWN, CRASH_FIRED
-from voxqueue.restarts import RestartPolicy
+from voxqueue.broker.take import AFTER_TAKE, CRASH_COUNTDOWN, CRASH_FIRED
 from voxqueue.settings import QUEUES
+from voxqueue.up.restarts import RestartPolicy
 
 pytestmark = pytest.mark.integration
 #: How many turns (one kill each) the default layout's test runs, cycling through ``PLANS``

@@ -20,7 +20,7 @@ import pytest
 
 from tests.conftest import SPEECH, RedisServer, System, system_env
 from tests.reliability.ledger import audit
-from voxqueue.restarts import RestartPolicy
+from voxqueue.up.restarts import RestartPolicy
 
 pytestmark = pytest.mark.integration
 QUEUES = ("stt", "agent", "tools", "tts", "monitor")

@@ -1,7 +1,8 @@
 """The import graph of voxqueue/, workers/ and edge/, read from the source with ast.
 
-Every import counts, the ones inside functions too: a circle that closes only at call time
-is still a circle for the person reading the code.
+Every import counts, the ones inside functions and under `if TYPE_CHECKING:` too: a circle
+that closes only at call time, or only for the type checker, is still a circle for the person
+reading the code.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ class Import:
     target: str
     line: int
     in_function: bool
+    type_only: bool = False
 
 
 @dataclass
@@ -33,6 +35,8 @@ class Graph:
     imports: list[Import] = field(default_factory=list)
 
     def edges(self) -> dict[str, set[str]]:
+        """Who imports whom, `if TYPE_CHECKING:` imports included: a concept split across two
+        files that name each other is a circle to the reader even if it never runs."""
         out: dict[str, set[str]] = {name: set() for name in self.modules}
         for imp in self.imports:
             if imp.target in self.modules and imp.target != imp.source:
@@ -105,7 +109,7 @@ def _walk(tree: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
 
 
 def _type_checking_only(tree: ast.Module) -> set[int]:
-    """Lines of imports under `if TYPE_CHECKING:` (they never run)."""
+    """Lines of imports under `if TYPE_CHECKING:` (they never run, but they still count)."""
     lines: set[int] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
@@ -128,11 +132,10 @@ def build(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> Graph:
         skip = _type_checking_only(tree)
         is_package = path.name == "__init__.py"
         for node, inside in _walk(tree):
-            if isinstance(node, ast.Import | ast.ImportFrom) and node.lineno in skip:
-                continue
+            typed = isinstance(node, ast.Import | ast.ImportFrom) and node.lineno in skip
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    graph.imports.append(Import(source, alias.name, node.lineno, inside))
+                    graph.imports.append(Import(source, alias.name, node.lineno, inside, typed))
             elif isinstance(node, ast.ImportFrom):
                 base = node.module or ""
                 if node.level:
@@ -143,7 +146,7 @@ def build(root: Path = ROOT, packages: tuple[str, ...] = PACKAGES) -> Graph:
                     base = ".".join([*anchor, *([base] if base else [])])
                 for alias in node.names:
                     target = _resolve(names, base, alias.name)
-                    graph.imports.append(Import(source, target, node.lineno, inside))
+                    graph.imports.append(Import(source, target, node.lineno, inside, typed))
     return graph
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from workers.runtime.resources import Runtime
-from workers.toolkit.context import use_runtime
+from workers.tool_registry.context import use_runtime
 
 
 @contextmanager

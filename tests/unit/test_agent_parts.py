@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from voxqueue.client.result import assemble
 from voxqueue.contracts import ToolOutcome, TurnEvent, TurnSpec
-from voxqueue.result import assemble
-from voxqueue.sentences import SentenceSplitter, split_sentences
-from voxqueue.timeline import spans
+from voxqueue.observability.timeline import spans
+from voxqueue.spoken.sentences import SentenceSplitter, split_sentences
 from voxqueue.turns import StreamEntry
 from workers.agent import messages as msg
 

@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import SPEECH
 from voxqueue.audio import AudioError, from_pcm, read_wav, rms, to_wav
 from voxqueue.celery_config import celery_config, queue_of, route_task
-from voxqueue.settings import MissingKeyError, Settings
+from voxqueue.settings import MissingKeyError, RedisSettings, Settings
 
 LIMITS = {"max_bytes": 10_000_000, "max_seconds": 60.0}
 
@@ -77,7 +77,7 @@ def test_wav_round_trip():
 
 
 def test_celery_config_is_json_only_with_late_acks():
-    conf = celery_config(Settings(_env_file=None, visibility_timeout=900))
+    conf = celery_config(Settings(redis=RedisSettings(visibility_timeout=900)))
     assert conf["accept_content"] == ["json"] and conf["task_serializer"] == "json"
     assert conf["result_accept_content"] == ["json"]
     assert conf["task_acks_late"] and conf["task_reject_on_worker_lost"]
@@ -104,16 +104,16 @@ def test_settings_read_the_sdk_variables(monkeypatch):
     monkeypatch.setenv("ELEVENLABS_API_KEY", "el-abc")
     monkeypatch.setenv("VOXQUEUE_ELEVENLABS_BASE_URL", "http://127.0.0.1:2")
     monkeypatch.setenv("VOXQUEUE_MAX_STEPS", "3")
-    s = Settings(_env_file=None)
-    assert s.require_openai_key("x") == "sk-abc"
-    assert s.openai_base_url == "http://127.0.0.1:1/v1"
-    assert s.require_elevenlabs_key() == "el-abc"
-    assert s.elevenlabs_base_url == "http://127.0.0.1:2"
-    assert s.max_steps == 3
+    s = Settings()
+    assert s.providers.require_openai_key("x") == "sk-abc"
+    assert s.providers.openai_base_url == "http://127.0.0.1:1/v1"
+    assert s.providers.require_elevenlabs_key() == "el-abc"
+    assert s.providers.elevenlabs_base_url == "http://127.0.0.1:2"
+    assert s.agent.max_steps == 3
     assert "sk-abc" not in repr(s) and "el-abc" not in repr(s)
 
 
 def test_missing_key_names_the_variable(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with pytest.raises(MissingKeyError, match="OPENAI_API_KEY"):
-        Settings(_env_file=None).require_openai_key("LLM (OpenAI)")
+        Settings().providers.require_openai_key("LLM (OpenAI)")

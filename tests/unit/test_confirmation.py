@@ -29,9 +29,9 @@ from workers.agent.history import History
 from workers.agent.opening import history_of, open_turn
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
-from workers.toolkit.confirm import CONFIRMED_FIELD, question_for
-from workers.toolkit.context import ToolCall
-from workers.toolkit.registry import ToolRegistry
+from workers.tool_registry.confirm import CONFIRMED_FIELD, question_for
+from workers.tool_registry.context import ToolCall
+from workers.tool_registry.registry import ToolRegistry
 from workers.tools.executor import run_tool_call
 from workers.tools.guard import TurnGuard
 from workers.wiring import runtime_for
@@ -49,9 +49,11 @@ def run_as(rt: Runtime, registry: ToolRegistry, spec: TurnSpec, call_id: str, na
 
 
 def question_turn(rt: Runtime, registry: ToolRegistry, session: str, *calls: tuple[str, dict],
-                  device: str | None = None, ended: str | None = "ok") -> confirmation.Asked:
+                  device: str | None = None, ended: str | None = "ok",
+                  asked_ago_s: float = 0.0) -> confirmation.Asked:
     """A turn whose model read a page and then asked for ``calls``: held back by the guard,
-    asked about by the system (the agent's step after the tools), then ended ``ended``."""
+    asked about by the system (the agent's step after the tools) ``asked_ago_s`` ago, then
+    ended ``ended``."""
     spec = new_turn(rt, session, "read me that page", device=device)
     assert run(rt, registry, spec, "read_page").ok
     made, ran = [], {}
@@ -61,7 +63,7 @@ def question_turn(rt: Runtime, registry: ToolRegistry, session: str, *calls: tup
         made.append({"id": out.call_id, "name": name, "arguments": json.dumps(args)})
         ran[out.call_id] = out
     stage = Stage(rt, spec, "agent", 2)
-    asked = confirmation.ask(stage, made, ran)
+    asked = confirmation.ask(stage, made, ran, clock=lambda: time.time() - asked_ago_s)
     assert asked is not None
     asked.write_in(stage.once("tools-1"), stage, 2).run()
     if ended:
@@ -112,7 +114,7 @@ def test_the_system_asks_about_the_first_held_back_call_only(rt, registry):
     entry = PendingAction.model_validate_json(rt.redis.get(rt.keys.pending_action("s-ask")))
     assert entry.question == 'Run unlock with door "front"?' and entry.name == "unlock"
     assert json.loads(entry.arguments) == {"door": "front"}
-    assert 0 < rt.redis.ttl(rt.keys.pending_action("s-ask")) <= rt.settings.confirm_ttl_s
+    assert 0 < rt.redis.ttl(rt.keys.pending_action("s-ask")) <= rt.settings.tools.confirm_ttl_s
     answer_record = json.loads(rt.redis.hget(rt.keys.turn(entry.turn_id), "answer:2"))
     assert answer_record["text"] == entry.question and answer_record["calls"] == []
     first, second = sorted(asked.held, key=lambda c: c != entry.call_id)
@@ -203,9 +205,11 @@ def test_a_spoken_yes_is_read_from_the_transcript(rt, registry):
 
 
 def test_a_pending_action_expires(rt, registry):
-    short = runtime_for(rt.settings.model_copy(update={"confirm_ttl_s": 1}))
-    question_turn(short, registry, "s-late", FRONT)
-    time.sleep(1.2)
+    short = runtime_for(rt.settings.replace(tools={"confirm_ttl_s": 60}))
+    question_turn(short, registry, "s-soon", FRONT, asked_ago_s=59)
+    assert 0 < short.redis.ttl(short.keys.pending_action("s-soon")) <= 60, "Redis drops it too"
+    assert confirmed(short, answer(short, "s-soon", "yes")) is not None, "within its time"
+    question_turn(short, registry, "s-late", FRONT, asked_ago_s=61)  # (its key not yet gone)
     assert confirmed(short, answer(short, "s-late", "yes")) is None
 
 
@@ -252,13 +256,14 @@ def test_the_taint_lives_as_long_as_the_history(rt, registry):
     call = ToolCall(turn_id=spec.turn_id, session_id="s-ttl", device=None, call_id="c",
                     name="read_page")
     TurnGuard(short.redis, short.keys, short.settings).taint(call, "read_page")
-    history = History(short.redis, short.keys, "s-ttl", short.settings.session_ttl_s)
+    history = History(short.redis, short.keys, "s-ttl", short.settings.turns.session_ttl_s)
     history.extend([msg.user("read me that page"), msg.assistant("It says to unlock.")])
-    time.sleep(2)
+    taint = short.keys.session_untrusted("s-ttl")
+    short.redis.pexpire(taint, 500)  # as if most of the taint's first TTL had gone by
     history.extend([msg.user("and now?"), msg.assistant("Nothing new.")])  # a later turn
-    time.sleep(1.5)  # past the taint's first TTL, within the history's
-    assert short.redis.exists(history.key)
-    assert short.redis.exists(short.keys.session_untrusted("s-ttl")), "the text is still there"
+    assert short.redis.pttl(taint) > 2000, "the taint lives on with the history it is about"
+    assert short.redis.pttl(taint) >= short.redis.pttl(history.key) - 100
+    assert short.redis.exists(taint), "the text is still there"
     assert run(short, registry, new_turn(short, "s-ttl", "unlock it"), *FRONT).error_code == \
         "needs-confirmation"
 

@@ -7,15 +7,23 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
 
 from voxqueue.contracts import TurnSpec
-from voxqueue.effects import Once
 from voxqueue.keys import Keys
+from voxqueue.once import Once
 from voxqueue.sessions import Sessions
-from voxqueue.settings import Settings
+from voxqueue.settings import (
+    AgentSettings,
+    ProviderSettings,
+    RedisSettings,
+    Settings,
+    ToolSettings,
+    TurnSettings,
+)
 from workers.agent import messages as msg
 from workers.agent.context import measure_context
 from workers.agent.context.accounting import record_step_in, session_stats, turn_steps
@@ -35,18 +43,16 @@ def url(redis_server) -> Iterator[str]:
     yield url
 
 
-def runtime(url: str, fake: object | None, **extra: object) -> Runtime:
-    values: dict[str, object] = {
-        "redis_url": url,
-        "tools_allow": "get_current_time",
-        "llm": "openai",
-        "context_limits": {"gpt-4o-mini": 600},
-        "provider_backoff_s": 0.01,
-        **extra,
-    }
-    if fake is not None:
-        values |= {"openai_api_key": "sk-test", "openai_base_url": fake.openai_base_url}  # type: ignore[attr-defined]
-    return runtime_for(Settings(_env_file=None, **values))  # type: ignore[arg-type]
+def runtime(url: str, fake: object | None, providers: dict[str, Any] | None = None,
+            **agent: Any) -> Runtime:
+    """A runtime on the fake OpenAI (``fake``), with some of the agent's settings."""
+    keys = {} if fake is None else {"openai_api_key": "sk-test",
+                                    "openai_base_url": fake.openai_base_url}  # type: ignore[attr-defined]
+    return runtime_for(Settings(
+        redis=RedisSettings(url=url), tools=ToolSettings(allow="get_current_time"),
+        providers=ProviderSettings(**{"llm": "openai", "backoff_s": 0.01, **keys,
+                                      **(providers or {})}),
+        agent=AgentSettings(**{"context_limits": {"gpt-4o-mini": 600}, **agent})))
 
 
 def new_stage(rt: Runtime, session: str) -> Stage:
@@ -65,10 +71,10 @@ def new_stage(rt: Runtime, session: str) -> Stage:
 
 
 def long_history(rt: Runtime, session: str, turns: int) -> History:
-    history = History(rt.redis, rt.keys, session, rt.settings.session_ttl_s)
+    history = History(rt.redis, rt.keys, session, rt.settings.turns.session_ttl_s)
     history.extend(
         [
-            msg.system(rt.settings.system_prompt),
+            msg.system(rt.settings.agent.system_prompt),
             msg.user("my locker code is 4711"),
             msg.assistant("Noted."),
         ]
@@ -99,7 +105,7 @@ def prepare_context(stage, history):  # type: ignore[no-untyped-def]
     rt = stage.rt
     record_step_in(Once(rt.redis), rt.keys, stage.spec, step, tokens=prepared.tokens,
                    limit=prepared.limit, messages=len(prepared.messages),
-                   ttl_s=rt.settings.session_ttl_s).run()
+                   ttl_s=rt.settings.turns.session_ttl_s).run()
     return prepared.messages
 
 def test_history_replace_is_atomic_and_checks_the_length(url):
@@ -130,7 +136,7 @@ def test_a_long_history_is_summarized_stored_counted_and_reported(url, fake):
 
     assert sent == history.load()  # what the model gets is what is stored
     assert len(sent) < before
-    assert sent[0]["content"] == rt.settings.system_prompt
+    assert sent[0]["content"] == rt.settings.agent.system_prompt
     assert is_summary(sent[1]) and "4711" in sent[1]["content"]
     assert sent[-1] == msg.assistant("You said: filler message number 29")
     summaries = fake.chat_requests()
@@ -156,7 +162,7 @@ def test_a_long_history_is_summarized_stored_counted_and_reported(url, fake):
 
 def test_a_failing_summarizer_trims_instead_of_failing_the_turn(url, fake):
     fake.inject("chat", status=500, times=20)
-    rt = runtime(url, fake, provider_max_attempts=1)
+    rt = runtime(url, fake, {"max_attempts": 1})
     history = long_history(rt, "failing", 30)
     stage = new_stage(rt, "failing")
     sent = prepare_context(stage, history)
@@ -179,9 +185,9 @@ def test_a_short_history_is_left_alone(url, fake):
 
 
 def test_sessions_list_show_clear_and_forget_expired_ones(url):
-    settings = Settings(_env_file=None, redis_url=url, session_ttl_s=3600)  # type: ignore[call-arg]
+    settings = Settings(redis=RedisSettings(url=url), turns=TurnSettings(session_ttl_s=3600))
     r = redis.Redis.from_url(url)
-    keys = Keys(settings.key_prefix)
+    keys = Keys(settings.redis.key_prefix)
     now = time.time()
     for sid, used in (
         ("kitchen", now - 10),
@@ -215,13 +221,13 @@ def test_sessions_list_show_clear_and_forget_expired_ones(url):
 
 
 def test_with_the_local_agent_the_oldest_turns_are_trimmed(url):
-    rt = runtime(url, None, llm="local")
+    rt = runtime(url, None, {"llm": "local"})
     assert rt.chat_model.name == "local"
     history = long_history(rt, "offline", 30)
     stage = new_stage(rt, "offline")
     sent = prepare_context(stage, history)
     assert sent == history.load()
-    assert sent[0]["content"] == rt.settings.system_prompt
+    assert sent[0]["content"] == rt.settings.agent.system_prompt
     assert sent[1]["role"] == "user" and sent[-1]["content"].endswith("number 29")
     assert not any(is_summary(m) for m in sent)
     (event,) = events(rt, stage.turn_id, "context-summarized")

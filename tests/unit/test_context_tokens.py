@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from voxqueue.settings import Settings
+from voxqueue.settings import AgentSettings, Settings
 from workers.agent.context import tokens
 from workers.agent.context.budget import budget, context_limit
 
@@ -68,11 +68,8 @@ def test_unknown_models_use_o200k_and_old_ones_cl100k():
 
 def test_context_limit_by_name_prefix_or_default():
     s = Settings(
-        _env_file=None,
-        context_limits={"gpt-4o": 128_000, "gpt-4o-mini": 64_000},
-        default_context_limit=4096,
-        context_threshold=0.5,
-    )
+        agent=AgentSettings(context_limits={"gpt-4o": 128_000, "gpt-4o-mini": 64_000},
+                            default_context_limit=4096, context_threshold=0.5))
     assert context_limit(s, "gpt-4o-mini") == 64_000
     assert context_limit(s, "gpt-4o-mini-2024-07-18") == 64_000  # the longest prefix wins
     assert context_limit(s, "gpt-4o-2024-08-06") == 128_000
@@ -82,4 +79,4 @@ def test_context_limit_by_name_prefix_or_default():
 
 def test_context_limits_read_json_from_the_environment(monkeypatch):
     monkeypatch.setenv("VOXQUEUE_CONTEXT_LIMITS", '{"gpt-4o-mini": 600}')
-    assert Settings(_env_file=None).context_limits == {"gpt-4o-mini": 600}
+    assert Settings().agent.context_limits == {"gpt-4o-mini": 600}

@@ -13,14 +13,15 @@ import yaml
 
 from tests.conftest import ROOT
 from voxqueue.celery_config import celery_config
-from voxqueue.process_table import (
+from voxqueue.cli_settings_doc import every_name
+from voxqueue.redis_conn import sentinel_address
+from voxqueue.settings import QUEUES, DashboardSettings, RedisSettings, Settings
+from voxqueue.up.process_table import (
     DEFAULT_PROCESSES,
     FLOWER_MAX_TASKS,
     FLOWER_NO_EVENTS_ASK,
     HEARTBEAT_S,
 )
-from voxqueue.redis_conn import sentinel_address
-from voxqueue.settings import QUEUES, Settings
 
 DEPLOY = ROOT / "deploy"
 
@@ -70,7 +71,7 @@ def test_compose_redis_flower_and_beat():
     assert "REDISCLI_AUTH=" in " ".join(services["redis"]["healthcheck"]["test"])
     beats = [n for n, s in services.items() if "beat" in s.get("command", [])]
     assert beats == ["beat"] and services["beat"]["deploy"]["replicas"] == 1
-    from voxqueue.process_table import BEAT_SCHEDULER
+    from voxqueue.up.process_table import BEAT_SCHEDULER
 
     assert BEAT_SCHEDULER in services["beat"]["command"]
     assert "FLOWER_BASIC_AUTH" in services["flower"]["environment"]
@@ -78,16 +79,13 @@ def test_compose_redis_flower_and_beat():
     # A day of turns in its task list, as `voxqueue up` runs it (its own default is 10,000).
     assert f"--max_tasks={FLOWER_MAX_TASKS}" in services["flower"]["command"]
     assert FLOWER_NO_EVENTS_ASK in services["flower"]["command"]  # idle workers stay asleep
-    assert Settings.model_fields["flower_max_tasks"].default == FLOWER_MAX_TASKS
+    assert DashboardSettings.model_fields["flower_max_tasks"].default == FLOWER_MAX_TASKS
 
 
 def test_compose_environment_names_are_real_settings_and_shutdown_is_graceful():
-    from voxqueue.wyoming.guard import WyomingPolicy
-
     services = compose()["services"]
-    fields = {f"VOXQUEUE_{name.upper()}" for name in Settings.model_fields}
-    fields |= {f"VOXQUEUE_WYOMING_{name.upper()}" for name in WyomingPolicy.model_fields}
-    soft = celery_config(Settings(_env_file=None))["worker_soft_shutdown_timeout"]
+    fields = every_name()
+    soft = celery_config(Settings())["worker_soft_shutdown_timeout"]
     for name, service in services.items():
         for var in service.get("environment", {}):
             if var.startswith("VOXQUEUE_"):
@@ -214,7 +212,7 @@ def test_kubernetes_manifests_are_generated_from_the_code():
     docs = list(yaml.safe_load_all((DEPLOY / "k8s" / "voxqueue.yaml").read_text()))
     deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
     scaled = {d["spec"]["scaleTargetRef"]["name"]: d for d in docs if d["kind"] == "ScaledObject"}
-    soft = celery_config(Settings(_env_file=None))["worker_soft_shutdown_timeout"]
+    soft = celery_config(Settings())["worker_soft_shutdown_timeout"]
     for queue in QUEUES:
         dep = deployments[f"voxqueue-worker-{queue}"]
         pod = dep["spec"]["template"]["spec"]
@@ -244,7 +242,7 @@ def test_kubernetes_manifests_are_generated_from_the_code():
 
 
 def test_grafana_dashboard_queries_metrics_the_exporter_has():
-    from voxqueue.metrics import TurnMetrics
+    from voxqueue.observability.metrics import TurnMetrics
 
     known = {m.name for m in TurnMetrics().registry.collect()}
     dashboard = json.loads((DEPLOY / "grafana" / "voxqueue-dashboard.json").read_text())
@@ -282,12 +280,7 @@ def test_systemd_units_run_real_commands_with_real_settings(unit):
     done = subprocess.run([sys.executable, "-m", "voxqueue.cli", start, "--help"],
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert done.returncode == 0, done.stderr
-    from edge.settings import EdgeSettings
-    from voxqueue.wyoming.guard import WyomingPolicy
-
-    fields = {f"VOXQUEUE_{n.upper()}" for n in Settings.model_fields}
-    fields |= {f"VOXQUEUE_EDGE_{n.upper()}" for n in EdgeSettings.model_fields}
-    fields |= {f"VOXQUEUE_WYOMING_{n.upper()}" for n in WyomingPolicy.model_fields}
+    fields = every_name()
     for var in re.findall(r"^#\s+(VOXQUEUE_\w+)=", text, re.M):
         assert var in fields, f"{unit}: {var} is not a setting"
 
@@ -337,8 +330,7 @@ def test_compose_sentinel_override_points_every_process_at_the_sentinels():
     for name in uses_redis:
         env = sentinel["services"][name]["environment"]
         url = env["VOXQUEUE_REDIS_URL"].replace("${REDIS_PASSWORD:?set REDIS_PASSWORD}", "pw")
-        settings = Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
-                            redis_master=env["VOXQUEUE_REDIS_MASTER"])
+        settings = Settings(redis=RedisSettings(url=url, master=env["VOXQUEUE_REDIS_MASTER"]))
         address = sentinel_address(settings)
         assert address is not None and address.password == "pw"
         assert sorted(h for h, _ in address.sentinels) == sorted(sentinels)

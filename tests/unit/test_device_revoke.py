@@ -9,12 +9,12 @@ import redis
 from typer.testing import CliRunner
 
 from voxqueue.cli import app
-from voxqueue.devices import DeviceRegistry
+from voxqueue.gateway.devices import DeviceRegistry
 from voxqueue.keys import Keys
 from voxqueue.sessions import Sessions
-from voxqueue.settings import Settings, get_settings
+from voxqueue.settings import RedisSettings, Settings, get_settings
 from workers.monitor.monitors import Monitor, MonitorStore
-from workers.toolkit.timer_store import TimerStore
+from workers.tool_registry.timer_store import TimerStore
 
 DB = 11
 
@@ -42,8 +42,8 @@ def test_revoke_forgets_what_the_device_left_and_keep_data_keeps_it(redis_server
     monkeypatch.setenv("VOXQUEUE_REDIS_URL", url)
     get_settings.cache_clear()  # the command reads the process's settings
     request.addfinalizer(get_settings.cache_clear)
-    settings = Settings(_env_file=None, redis_url=url)  # type: ignore[call-arg]
-    keys = Keys(settings.key_prefix)
+    settings = Settings(redis=RedisSettings(url=url))
+    keys = Keys(settings.redis.key_prefix)
     registry = DeviceRegistry(r, keys)
     for name in ("kitchen", "hall"):
         registry.add(name)

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from tests.conftest import ROOT, RedisServer, system_env
-from voxqueue.doctor import check_key_ttls, family_of, must_expire, scan_key_families
+from voxqueue.observability.doctor import check_key_ttls, family_of, must_expire, scan_key_families
 
 
 @pytest.fixture(scope="module")

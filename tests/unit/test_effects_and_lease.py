@@ -14,8 +14,9 @@ import redis
 from celery.exceptions import SoftTimeLimitExceeded
 from kombu import Connection
 
-from voxqueue.effects import Fence, Fenced, Once
-from workers.runtime.lease import LeaseKeeper
+from testkit.clock import FakeClock, wait_until
+from voxqueue.once import Fence, Fenced, Once
+from workers.runtime.lease import LeaseKeeper, Running
 
 DB = 4
 
@@ -83,6 +84,12 @@ def consumer_of(queue: object) -> SimpleNamespace:
     return SimpleNamespace(task_consumer=SimpleNamespace(channel=queue.consumer.channel))
 
 
+def age(queue, tag: str, seconds: float) -> None:
+    """Move the delivery's lease back ``seconds``: as if that long went by unrenewed."""
+    channel = queue.consumer.channel
+    channel.client.zincrby(channel.unacked_index_key, -seconds, tag)
+
+
 def restore_and_count(queue) -> int:
     """Run kombu's own sweep, as every worker does each second; how many messages are queued."""
     channel = queue.consumer.channel
@@ -91,24 +98,29 @@ def restore_and_count(queue) -> int:
 
 
 def test_without_renewal_kombu_hands_a_held_message_out_again(held):
-    _conn, queue, _tag = held
-    time.sleep(LEASE_S + 0.3)
+    _conn, queue, tag = held
+    assert restore_and_count(queue) == 0, "within its lease"
+    age(queue, tag, LEASE_S + 0.3)
     assert restore_and_count(queue) == 1
 
 
 def test_a_renewed_lease_keeps_the_message_and_a_dropped_one_frees_it(held):
     _conn, queue, tag = held
     r = queue.consumer.channel.client
-    keeper = LeaseKeeper(consumer_of(queue), r, LEASE_S, enforce_limits=True)
+    clock = FakeClock()
+    keeper = LeaseKeeper(consumer_of(queue), r, LEASE_S, enforce_limits=True, clock=clock)
     assert tag in keeper.held_tags()
     for _ in range(4):  # twice the lease, renewed every half lease
-        time.sleep(LEASE_S / 2)
+        age(queue, tag, LEASE_S / 2)
         assert keeper.renew() == 1
     assert restore_and_count(queue) == 0
     # Past its hard time limit the task loses its lease (the threads pool cannot kill it).
-    keeper.running["t1"] = keeper_run(tag, hard=0.01)
-    time.sleep(LEASE_S + 0.3)
+    keeper.running["t1"] = Running(tag, threading.get_ident(), clock(), None, 0.5)
+    clock.advance(0.4)
+    assert keeper.renew() == 1, "within its hard limit"
+    clock.advance(0.2)
     assert keeper.renew() == 0
+    age(queue, tag, LEASE_S + 0.3)
     assert restore_and_count(queue) == 1
 
 
@@ -131,14 +143,9 @@ def test_one_renewal_rescores_every_held_delivery_and_puts_back_none_acked(held)
     assert all(score >= before for score in scores.values())
 
 
-def keeper_run(tag: str, soft: float | None = None, hard: float | None = None):
-    from workers.runtime.lease import Running
-
-    return Running(tag, threading.get_ident(), time.monotonic(), soft, hard)
-
-
 def test_a_thread_past_its_soft_limit_gets_soft_time_limit_exceeded(r):
-    keeper = LeaseKeeper(SimpleNamespace(), r, LEASE_S, enforce_limits=True)
+    clock = FakeClock()
+    keeper = LeaseKeeper(SimpleNamespace(), r, LEASE_S, enforce_limits=True, clock=clock)
     caught: list[BaseException] = []
     started = threading.Event()
 
@@ -155,8 +162,11 @@ def test_a_thread_past_its_soft_limit_gets_soft_time_limit_exceeded(r):
 
     worker = threading.Thread(target=task)
     worker.start()
-    started.wait(2)
-    time.sleep(0.3)
+    assert started.wait(2)
+    clock.advance(0.19)
+    keeper.renew()
+    assert worker.is_alive() and not caught, "interrupted within its soft limit"
+    clock.advance(0.02)
     keeper.renew()
     worker.join(3)
     assert not worker.is_alive()
@@ -188,9 +198,10 @@ def test_the_keeper_sleeps_while_nothing_is_held_and_renews_once_a_task_arrives(
         r.zadd(index, {"7": 1.0})
         delivered["7"] = object()
         keeper.task_received()
-        time.sleep(0.3)  # woken: a quarter lease later, the held message's lease is renewed
+        # Woken: a quarter lease later, the held message's lease is renewed (stamped now).
+        wait_until(lambda: r.zscore(index, "7") != 1.0, "the held message's renewal")
         score = r.zscore(index, "7")
-        assert score is not None and score > time.time() - 1
+        assert score is not None and score > time.time() - 60
     finally:
         keeper.stop()
         keeper._thread.join(2)

@@ -15,13 +15,13 @@ from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.contracts import ToolOutcome, TurnSpec
 from voxqueue.sessions import Sessions
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 from workers.monitor.monitors import MonitorStore
 from workers.monitor.tools import create_monitor
 from workers.runtime.resources import Runtime
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.context import ToolCall, set_current_call
-from workers.toolkit.egress import (
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.context import ToolCall, set_current_call
+from workers.tool_registry.egress import (
     MAX_LINKS_PER_PAGE,
     Egress,
     EgressRefused,
@@ -31,7 +31,7 @@ from workers.toolkit.egress import (
     links_on_page,
     urls_said,
 )
-from workers.toolkit.taint import taint_writes
+from workers.tool_registry.taint import taint_writes
 from workers.tools.executor import run_tool_call
 from workers.wiring import runtime_for
 
@@ -114,9 +114,9 @@ def services() -> Iterator[FakeServices]:
 @pytest.fixture
 def rt(redis_server, services) -> Iterator[Runtime]:
     url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
-    runtime_ = runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
-                                key_prefix=f"vqe-{uuid.uuid4().hex[:8]}",
-                                **services.settings()))
+    runtime_ = runtime_for(Settings(
+        redis=RedisSettings(url=url, key_prefix=f"vqe-{uuid.uuid4().hex[:8]}"),
+        tools=services.settings()))
     with installed(runtime_):
         yield runtime_
 

@@ -15,17 +15,17 @@ import pytest
 from pydantic import SecretStr
 
 from tests.conftest import free_port, system_env
-from voxqueue.flower_auth import (
+from voxqueue.settings import DashboardSettings, Settings
+from voxqueue.up.flower_auth import (
     OLD_FLOWER_PASSWORD,
     flower_credentials,
     flower_password_file,
 )
-from voxqueue.settings import Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.up.supervisor import Supervisor
 
 
-def settings(**kw) -> Settings:
-    return Settings(_env_file=None, **kw)
+def settings(**dashboard) -> Settings:
+    return Settings(dashboard=DashboardSettings(**dashboard))
 
 
 def mode(path: Path) -> int:
@@ -39,7 +39,7 @@ def config_home(tmp_path, monkeypatch) -> Path:
 
 
 def test_the_default_is_unset():
-    assert Settings.model_fields["flower_password"].default is None
+    assert DashboardSettings.model_fields["flower_password"].default is None
 
 
 @pytest.mark.parametrize("configured", [None, "", OLD_FLOWER_PASSWORD])
@@ -84,7 +84,7 @@ def test_the_file_setting_home_fallback_and_repairs(tmp_path, monkeypatch):
     expected = tmp_path / "home" / ".config" / "voxqueue" / "flower-password"
     assert flower_password_file(settings()) == expected
     monkeypatch.setenv("VOXQUEUE_FLOWER_PASSWORD_FILE", str(target))
-    assert flower_password_file(Settings(_env_file=None)) == target
+    assert flower_password_file(Settings()) == target
 
 
 def test_concurrent_first_runs_agree_on_one_password(config_home):
@@ -120,13 +120,13 @@ def _status(url: str, auth: tuple[str, str] | None) -> int:
 
 
 def test_a_real_flower_refuses_the_old_default(redis_server, config_home, tmp_path):
-    s = settings(redis_url=redis_server.url, flower_port=free_port(),
-                 flower_password=SecretStr(OLD_FLOWER_PASSWORD))
+    s = settings(flower_port=free_port(), flower_password=SecretStr(OLD_FLOWER_PASSWORD)).replace(
+        redis={"url": redis_server.url})
     env = {**system_env(redis_server.url, None), "XDG_CONFIG_HOME": str(config_home)}
     sup = Supervisor(s, env=env, log_dir=tmp_path / "logs")
     creds = flower_credentials(s)
     sup.start("flower", sup.flower_argv(), sup.flower_env())
-    base = f"http://127.0.0.1:{s.flower_port}/api/workers"
+    base = f"http://127.0.0.1:{s.dashboard.flower_port}/api/workers"
     try:
         give_up = time.time() + 60
         while _status(base, (creds.user, creds.password)) != 200:

@@ -14,15 +14,14 @@ import redis
 from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
 from voxqueue.contracts import AgentStep, ToolOutcome, TurnSpec
-from voxqueue.settings import Settings
-from workers.agent.alert_data import HEADER
-from workers.agent.opening import history_of, open_turn
+from voxqueue.settings import RedisSettings, Settings
+from workers.agent.opening import HEADER, history_of, open_turn
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.context import ToolCall, current_call, use_runtime
-from workers.toolkit.policy import cap_calls, capped_message, host_in, is_yes, named_hosts
-from workers.toolkit.registry import Tool, ToolRegistry, tool
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.context import ToolCall, current_call, use_runtime
+from workers.tool_registry.policy import cap_calls, capped_message, host_in, is_yes, named_hosts
+from workers.tool_registry.registry import Tool, ToolRegistry, tool
 from workers.tools.executor import run_tool_call
 from workers.tools.guard import TurnGuard
 from workers.wiring import runtime_for
@@ -66,8 +65,8 @@ def harmless() -> str:
 @pytest.fixture
 def rt(redis_server) -> Iterator[Runtime]:
     url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
-    runtime_ = runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
-                                key_prefix=f"vqg-{uuid.uuid4().hex[:8]}"))
+    runtime_ = runtime_for(Settings(
+        redis=RedisSettings(url=url, key_prefix=f"vqg-{uuid.uuid4().hex[:8]}")))
     ACTIONS.clear()
     SEEN_UTTERANCES.clear()
     with installed(runtime_):
@@ -189,7 +188,7 @@ def test_without_the_guard_nothing_untrusted_is_shown_and_nothing_runs(rt, regis
 
 
 def test_the_readers_are_marked():
-    registry = assemble_tools(Settings(_env_file=None))  # type: ignore[call-arg]
+    registry = assemble_tools(Settings())
     readers = {t.name for t in registry if t.reads_untrusted}
     assert readers == {"fetch_url", "news_headlines", "wikipedia_summary",
                        "home_assistant_state", "monitor_status"}
@@ -204,8 +203,9 @@ def services() -> Iterator[FakeServices]:
 
 
 def test_fetch_url_opens_only_a_host_the_person_named(rt, services):
-    web = runtime_for(Settings(_env_file=None, redis_url=rt.settings.redis_url,  # type: ignore[call-arg]
-                           key_prefix=rt.keys.prefix, **services.settings()))
+    web = runtime_for(Settings(
+        redis=RedisSettings(url=rt.settings.redis.url, key_prefix=rt.keys.prefix),
+        tools=services.settings()))
     registry = assemble_tools(web.settings)
     page = f"{services.url}/web/notes.txt"
     with use_runtime(web):
@@ -226,14 +226,14 @@ def test_fetch_url_opens_only_a_host_the_person_named(rt, services):
                    {"feed_url_or_name": f"{services.url}/feeds/rss.xml?d=my-secret"})
         assert not feed.ok and "was not named by the person" in feed.content
 
-    allowed = runtime_for(web.settings.model_copy(update={"fetch_allowed_hosts": "127.0.0.1"}))
+    allowed = runtime_for(web.settings.replace(tools={"fetch_allowed_hosts": "127.0.0.1"}))
     with use_runtime(allowed):
         assert run(allowed, registry, unnamed, "fetch_url", {"url": page}).ok
 
 
 # -- alerts enter as data ----------------------------------------------------------------------
 def test_alerts_enter_as_capped_user_data_and_taint_the_turn(rt):
-    settings = rt.settings.model_copy(update={"alerts_max_per_turn": 2, "alert_max_chars": 40})
+    settings = rt.settings.replace(monitors={"alerts_max_per_turn": 2, "alert_max_chars": 40})
     small = runtime_for(settings)
     spec = new_turn(small, "s-alert", "anything new?", device="hall")
     small.redis.rpush(small.keys.alerts("s-alert"), "old news")

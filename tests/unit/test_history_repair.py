@@ -11,7 +11,7 @@ import redis
 
 from tests.reliability.ledger import history_problems
 from voxqueue.contracts import AgentStep, TurnSpec
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 from workers.agent import messages as msg
 from workers.agent.opening import history_of, open_turn
 from workers.runtime.stage import Stage
@@ -23,7 +23,7 @@ DB = 8
 def test_the_next_turn_answers_calls_a_cancelled_turn_left_open(redis_server):
     url = redis_server.url[:-1] + str(DB)
     redis.Redis.from_url(url).flushdb()
-    rt = runtime_for(Settings(_env_file=None, redis_url=url))  # type: ignore[call-arg]
+    rt = runtime_for(Settings(redis=RedisSettings(url=url)))
     session = f"s-{uuid.uuid4().hex[:6]}"
     now = time.time()
     spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id=session, input="text",
@@ -80,7 +80,7 @@ def test_a_turn_that_ended_writes_no_more_history(redis_server):
     a cancelled turn's late step cannot append after the session moved on."""
     url = redis_server.url[:-1] + str(DB)
     redis.Redis.from_url(url).flushdb()
-    rt = runtime_for(Settings(_env_file=None, redis_url=url))  # type: ignore[call-arg]
+    rt = runtime_for(Settings(redis=RedisSettings(url=url)))
     now = time.time()
     spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id=f"s-{uuid.uuid4().hex[:6]}",
                     input="text", text="hi", created_at=now, deadline=now + 30, speak=False)
@@ -96,13 +96,13 @@ def test_a_turn_that_ended_writes_no_more_history(redis_server):
 
 def test_a_zombie_cannot_replace_the_history(redis_server):
     """Compaction and the repair swap the whole list: only the job's newest attempt may."""
-    from voxqueue.effects import Fence
+    from voxqueue.once import Fence
     from workers.agent.history import History
 
     r = redis.Redis.from_url(redis_server.url[:-1] + str(DB))
     r.flushdb()
-    history = History(r, runtime_for(Settings(  # type: ignore[call-arg]
-        _env_file=None, redis_url=redis_server.url[:-1] + str(DB))).keys, "s-zombie", 60)
+    history = History(r, runtime_for(Settings(
+        redis=RedisSettings(url=redis_server.url[:-1] + str(DB)))).keys, "s-zombie", 60)
     history.extend([msg.user("one"), msg.assistant("two")])
     r.set("deliveries", 2)
     assert not history.replace([msg.user("summary")], expect_len=2, fence=Fence("deliveries", 1))

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import SecretStr
 
-from voxqueue.settings import Settings
+from voxqueue.settings import ProviderSettings, Settings
 from workers.agent import messages as msg
 from workers.agent.providers.base import Answer, ToolCallRequest
 from workers.agent.providers.local_intents import LocalIntents
@@ -18,8 +18,7 @@ from workers.agent.providers.prefer_local import PreferLocal
 from workers.intents import IntentMatcher, matcher_for
 from workers.intents.corpus import command_lines
 from workers.intents.responses import apology, error_gist, offline_reply, render_result
-from workers.toolkit.registry import ToolRegistry, tool
-from workers.toolkit.reply import ToolReply
+from workers.tool_registry.registry import ToolRegistry, ToolReply, tool
 
 
 # -- a registry of test tools (plain functions, as tool authors write them) ----------------
@@ -319,7 +318,7 @@ def history(*texts: str) -> list[dict[str, Any]]:
 
 def run_tools(registry: ToolRegistry, answer: Answer) -> list[dict[str, Any]]:
     """What the agent loop appends after a tool-call answer (with the real tools run)."""
-    from workers.toolkit.context import ToolCall
+    from workers.tool_registry.context import ToolCall
     from workers.tools.executor import run_tool_call
 
     out = [msg.assistant_tool_calls([c.as_dict() for c in answer.tool_calls])]
@@ -341,7 +340,7 @@ def complete(model: Any, messages: list[dict[str, Any]], registry: ToolRegistry)
 
 @pytest.fixture
 def local(registry: ToolRegistry) -> LocalIntents:
-    return LocalIntents(Settings(_env_file=None), registry)  # type: ignore[call-arg]
+    return LocalIntents(Settings(), registry)
 
 
 def test_local_agent_calls_the_tool_then_speaks_its_result(local, registry):
@@ -496,16 +495,11 @@ def test_select_chat_model_wraps_openai_in_prefer_local(registry):
     from workers.agent.providers import select_chat_model
 
     key = SecretStr("sk-test")
-    on = Settings(_env_file=None, llm="openai", openai_api_key=key)  # type: ignore[call-arg]
+    on = Settings(providers=ProviderSettings(llm="openai", openai_api_key=key))
     assert isinstance(select_chat_model(on, registry), PreferLocal)
-    off = Settings(
-        _env_file=None,
-        llm="openai",
-        openai_api_key=key,  # type: ignore[call-arg]
-        prefer_local=False,
-    )
+    off = Settings(providers=ProviderSettings(llm="openai", openai_api_key=key, prefer_local=False))
     assert select_chat_model(off, registry).name == "openai"
-    offline = Settings(_env_file=None, llm="auto")  # type: ignore[call-arg]
+    offline = Settings(providers=ProviderSettings(llm="auto"))
     assert isinstance(select_chat_model(offline, registry), LocalIntents)
 
 

@@ -8,15 +8,15 @@ import pytest
 from voxqueue.settings import Settings
 from workers.intents import IntentMatcher, matcher_for
 from workers.intents.matcher import prepared, restored
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.registry import Tool
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.registry import Tool
 from workers.tools.builtin.math_tools import calculate
 from workers.tools.builtin.web import fetch_url
 
 
 @pytest.fixture(scope="module")
 def matcher() -> IntentMatcher:
-    return matcher_for(assemble_tools(Settings(_env_file=None), mcp=False))  # type: ignore[call-arg]
+    return matcher_for(assemble_tools(Settings(), mcp=False))
 
 
 def calls(matcher: IntentMatcher, text: str) -> list[tuple[str, dict]]:

@@ -1,7 +1,7 @@
-"""The kombu and Celery internals that ``voxqueue/broker.py`` and ``workers/runtime/consumer.py``
-extend are still there, under the names they use: a release that renames or drops one fails
-here, by name, before any whole-system test hangs on it. (pyproject.toml allows one minor
-release of each at a time.)"""
+"""The kombu and Celery internals that ``voxqueue/broker/transport.py`` and
+``workers/runtime/consumer.py`` extend are still there, under the names they use: a release that
+renames or drops one fails here, by name, before any whole-system test hangs on it. (pyproject.toml
+allows one minor release of each at a time.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from celery.worker.consumer import Consumer
 from kombu.transport import redis as kombu_redis
 
-from voxqueue import broker
+from voxqueue.broker import transport as broker
 from workers.runtime import consumer
 
 #: (base class, attribute) pairs: methods overridden or called, and attributes read.

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import redis
 
-from voxqueue.effects import Fence, Once, deliver_in
+from voxqueue.once import Fence, Once, deliver_in
 from voxqueue.redis_conn import connect
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 
 DB = 5
 
@@ -34,7 +34,7 @@ class LosesReplies(redis.Redis):
 @pytest.fixture
 def lossy(redis_server) -> Iterator[LosesReplies]:
     redis_server.client(DB)  # emptied
-    base = connect(Settings(_env_file=None, redis_url=redis_server.url[:-1] + str(DB)))  # type: ignore[call-arg]
+    base = connect(Settings(redis=RedisSettings(url=redis_server.url[:-1] + str(DB))))
     client = LosesReplies(connection_pool=base.connection_pool)  # its retry, as the workers'
 
     yield client

@@ -6,9 +6,9 @@ import time
 import uuid
 
 from voxqueue.contracts import TurnSpec
-from voxqueue.metrics import OTHER_TOOL, Exporter, TurnMetrics
-from voxqueue.settings import Settings
-from workers.toolkit.listing import offered_tool_names
+from voxqueue.observability.metrics import OTHER_TOOL, Exporter, TurnMetrics
+from voxqueue.settings import RedisSettings, Settings, ToolSettings
+from workers.tool_registry.listing import offered_tool_names
 
 
 def tool_series(metrics: TurnMetrics) -> dict[str, float]:
@@ -36,8 +36,9 @@ def new_turn(store, names: list[object]) -> str:
 
 
 def test_names_a_client_makes_up_are_counted_as_other(redis_server):
-    settings = Settings(_env_file=None, redis_url=redis_server.url.rsplit("/", 1)[0] + "/5",
-                        key_prefix=f"vqm-{uuid.uuid4().hex[:8]}")
+    settings = Settings(
+        redis=RedisSettings(url=redis_server.url.rsplit("/", 1)[0] + "/5",
+                            key_prefix=f"vqm-{uuid.uuid4().hex[:8]}"))
     exporter = Exporter(settings, tool_names={"get_weather", "add_numbers"})
     made_up: list[object] = [f"evil-{i}-{uuid.uuid4().hex}" for i in range(50)]
     made_up += ["", None, 42, "x" * 5000, 'get_weather"} 1\n# injected']
@@ -46,15 +47,16 @@ def test_names_a_client_makes_up_are_counted_as_other(redis_server):
         assert tool_series(exporter.metrics) == {
             "get_weather": 1, "add_numbers": 1, OTHER_TOOL: len(made_up)}
     finally:
-        keys = list(exporter.redis.scan_iter(match=f"{settings.key_prefix}:*"))
+        keys = list(exporter.redis.scan_iter(match=f"{settings.redis.key_prefix}:*"))
         if keys:
             exporter.redis.delete(*keys)
         exporter.redis.close()
 
 
 def test_by_default_the_exporter_knows_what_the_workers_offer(redis_server):
-    settings = Settings(_env_file=None, redis_url=redis_server.url,
-                        tool_modules="testkit.probe_tools", tools_deny="roll_dice")
+    settings = Settings(
+        redis=RedisSettings(url=redis_server.url),
+        tools=ToolSettings(modules="testkit.probe_tools", deny="roll_dice"))
     exporter = Exporter(settings)
     try:
         known = exporter.metrics.tool_names
@@ -67,8 +69,7 @@ def test_by_default_the_exporter_knows_what_the_workers_offer(redis_server):
 
 
 def test_offered_tool_names_follow_allow_and_deny():
-    allowed = Settings(_env_file=None, tools_allow="get_weather, my_mcp_tool",
-                       tools_deny="my_mcp_tool")
+    allowed = Settings(tools=ToolSettings(allow="get_weather, my_mcp_tool", deny="my_mcp_tool"))
     assert offered_tool_names(allowed) == {"get_weather"}
-    broken = offered_tool_names(Settings(_env_file=None, tool_modules="no_such_tool_module"))
+    broken = offered_tool_names(Settings(tools=ToolSettings(modules="no_such_tool_module")))
     assert "get_weather" in broken  # a module that does not load: its tools are unknown

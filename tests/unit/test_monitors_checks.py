@@ -13,9 +13,9 @@ import redis
 from celery import Celery
 
 from testkit.fakes.flip_server import FlipServer
-from voxqueue.celery_config import celery_config
+from voxqueue.celery_config import make_celery
 from voxqueue.contracts import TurnEvent
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings, ToolSettings
 from workers.housekeeping.beat_scheduler import beat_config
 from workers.monitor.alerts import Alerter
 from workers.monitor.checks import CheckResult, provider_error_rate, run_check
@@ -46,11 +46,8 @@ def rt(redis_server) -> Runtime:
     redis.Redis.from_url(url).flushdb()
     return runtime_for(
         Settings(
-            _env_file=None,
-            redis_url=url,
-            url_allowlist="127.0.0.1",  # type: ignore[call-arg]
-            fetch_timeout_s=2.0,
-        )
+            redis=RedisSettings(url=url),
+            tools=ToolSettings(url_allowlist="127.0.0.1", fetch_timeout_s=2.0))
     )
 
 
@@ -137,8 +134,8 @@ def test_provider_error_rate_over_recent_turns(rt):
     result = run_check(monitor, rt)
     assert result.state == "alerting" and result.value == 0.25
     assert "failed 1 of 4 turns" in result.detail
-    time.sleep(1.1)
-    assert provider_error_rate(rt, "", 1) == (0.0, 0, 0)
+    later = time.time() + 1.1
+    assert provider_error_rate(rt, "", 1, clock=lambda: later) == (0.0, 0, 0)  # past the window
 
 
 def test_alerts_fire_on_changes_of_state_only(rt):
@@ -194,8 +191,7 @@ def test_alerts_fire_on_changes_of_state_only(rt):
 
 @pytest.fixture
 def beat_app(rt) -> Iterator[Celery]:
-    app = Celery("monitor-test", set_as_current=False)
-    app.conf.update(celery_config(rt.settings))
+    app = make_celery(rt.settings, "monitor-test")
     app.conf.update(beat_config(rt.settings))
     yield app
     app.close()
@@ -231,7 +227,7 @@ def test_settings_monitors_are_synced_idempotently(rt, beat_app):
         {"name": "mine", "kind": "queue_depth", "every": 5},  # taken by the agent's
         {"name": "broken", "kind": "http", "target": "ftp://x", "every": 5},
     ]
-    settings = rt.settings.model_copy(update={"monitors": wanted})
+    settings = rt.settings.replace(monitors={"configured": wanted})
     rt2 = runtime_for(settings)
     assert sync_monitors(beat_app, rt2) == ["backlog", "mine"]
     assert {m.name: m.origin for m in store.all()} == {"backlog": "settings", "mine": "tool"}
@@ -241,7 +237,7 @@ def test_settings_monitors_are_synced_idempotently(rt, beat_app):
     sync_monitors(beat_app, rt2)
     assert store.state("backlog").checks == 3  # state kept
     # Dropped from the settings: deleted and unscheduled; the agent's monitor stays.
-    sync_monitors(beat_app, runtime_for(settings.model_copy(update={"monitors": []})))
+    sync_monitors(beat_app, runtime_for(settings.replace(monitors={"configured": []})))
     assert [m.name for m in store.all()] == ["mine"]
     assert not is_scheduled(beat_app, "backlog")
 
@@ -258,7 +254,7 @@ def test_a_worker_that_answers_late_is_not_reported_missing(rt, monkeypatch):
         late = {"agent": 1} if timeout_s > 1 else {}  # the agent worker answers after 1 s
         return {"agent": 0, "stt": 0, **late}
 
-    monkeypatch.setattr("workers.toolkit.probes.live_workers", live_workers)
+    monkeypatch.setattr("workers.tool_registry.probes.live_workers", live_workers)
     monitor = Monitor(name="w", kind="workers_missing", target="agent,stt", every=5)
     result = checks.run_check(monitor, rt)
     assert result.state == "alerting" and result.detail.startswith("no worker serves stt ")

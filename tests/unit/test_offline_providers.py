@@ -12,12 +12,12 @@ import pytest
 
 from tests.conftest import SPEECH
 from voxqueue.audio import SAMPLE_RATE, rms
-from voxqueue.settings import Settings
+from voxqueue.settings import ProviderSettings, Settings
 from workers.intents import IntentMatcher
 from workers.intents.vocabulary import spoken_values
 from workers.runtime.retry import ProviderError
 from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
-from workers.toolkit.assembly import assemble_tools
+from workers.tool_registry.assembly import assemble_tools
 from workers.tts.providers.piper_tts import PIECE_BYTES, PiperSynthesizer
 
 MANIFEST = json.loads((SPEECH / "manifest.json").read_text())
@@ -30,7 +30,7 @@ COMMANDS = [
 
 
 def settings() -> Settings:
-    return Settings(_env_file=None)  # type: ignore[call-arg]
+    return Settings()
 
 
 def pcm_of(name: str) -> bytes:
@@ -165,8 +165,5 @@ def test_what_piper_says_pocketsphinx_hears(tts, stt):
 def test_a_missing_voice_file_is_refused(tmp_path):
     with pytest.raises(ValueError, match="VOXQUEUE_PIPER_VOICE"):
         PiperSynthesizer(
-            Settings(
-                _env_file=None,  # type: ignore[call-arg]
-                piper_voice=str(tmp_path / "nope.onnx"),
-            )
+            Settings(providers=ProviderSettings(piper_voice=str(tmp_path / "nope.onnx")))
         )

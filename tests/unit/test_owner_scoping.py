@@ -15,14 +15,14 @@ import pytest
 from testkit.fakes.flip_server import FlipServer
 from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
-from voxqueue.doctor import family_of
-from voxqueue.settings import Settings
+from voxqueue.observability.doctor import family_of
+from voxqueue.settings import MonitorSettings, RedisSettings, Settings
 from workers.monitor import tools as monitor_tools
 from workers.monitor.checks import run_check
 from workers.monitor.monitors import Monitor, MonitorStore, from_settings, scoped_name
 from workers.runtime.resources import Runtime
-from workers.toolkit.context import ToolCall, owner, set_current_call, use_runtime
-from workers.toolkit.timer_store import TimerStore
+from workers.tool_registry.context import ToolCall, owner, set_current_call, use_runtime
+from workers.tool_registry.timer_store import TimerStore
 from workers.tools.builtin import home, memory, timers
 from workers.wiring import runtime_for
 
@@ -38,9 +38,11 @@ def services() -> Iterator[FakeServices]:
 
 def make_runtime(redis_server, services: FakeServices, **extra) -> Runtime:
     url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
-    fields = {**services.settings(), "monitors": [OPS], **extra}
-    return runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
-                            key_prefix=f"vqo-{uuid.uuid4().hex[:8]}", **fields))
+    monitors = {"configured": [OPS]} | {
+        name: extra.pop(name) for name in list(extra) if name in MonitorSettings.model_fields}
+    return runtime_for(Settings(
+        redis=RedisSettings(url=url, key_prefix=f"vqo-{uuid.uuid4().hex[:8]}"),
+        tools=services.settings(**extra), monitors=MonitorSettings(**monitors)))
 
 
 @pytest.fixture
@@ -141,7 +143,7 @@ def test_a_monitor_is_seen_and_deleted_by_its_owner_only(rt):
 
 
 def test_creating_monitors_is_rate_limited_per_owner(redis_server, services, monkeypatch):
-    limited = make_runtime(redis_server, services, monitor_creates_per_hour=2)
+    limited = make_runtime(redis_server, services, creates_per_hour=2)
     monkeypatch.setattr(monitor_tools, "_start", lambda monitor: None)
     with use_runtime(limited):
         with in_call(device="kitchen"):
@@ -172,7 +174,7 @@ def test_only_the_settings_let_a_monitor_reach_private_addresses(redis_server, s
         assert not from_settings(stored, strict.settings)
         blocked = run_check(stored, strict)
         assert blocked.state == "error" and "refusing" in blocked.detail
-        configured = runtime_for(strict.settings.model_copy(update={"monitors": [
+        configured = runtime_for(strict.settings.replace(monitors={"configured": [
             {"name": "forged", "kind": "http", "target": site.url, "every": 5}]}))
         assert from_settings(stored, configured.settings)
         assert run_check(stored, configured).state == "ok"

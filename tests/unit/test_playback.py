@@ -1,10 +1,10 @@
-"""What a listener hears of a turn's audio events (``voxqueue.playback``): sentences in order,
+"""What a listener hears of a turn's audio events (``voxqueue.client.result``): sentences in order,
 and a sentence synthesized again heard as one whole rendition, never spliced."""
 
 from __future__ import annotations
 
+from voxqueue.client.result import in_speaking_order
 from voxqueue.contracts import TurnEvent
-from voxqueue.playback import in_speaking_order
 from voxqueue.turns import StreamEntry
 
 

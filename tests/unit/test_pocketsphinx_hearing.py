@@ -1,4 +1,4 @@
-"""pocketsphinx hearing a command as it arrives (``pocketsphinx_hearing``), on real recordings:
+"""pocketsphinx hearing a command as it arrives (``PocketsphinxHearing``), on real recordings:
 the same request as the whole-utterance decode, partials that do not end the utterance, a
 finish at a pause that the speaker talks past, free speech decoded whole at its end."""
 
@@ -11,9 +11,9 @@ import pytest
 from tests.conftest import SPEECH
 from voxqueue.settings import Settings
 from workers.intents.endings import sounds_unfinished
-from workers.stt.providers.base import Listener
+from workers.stt.providers.base import LiveTranscriber
 from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
-from workers.toolkit.assembly import assemble_tools
+from workers.tool_registry.assembly import assemble_tools
 
 PIECE = 1920  # 60 ms, as a device streams it
 
@@ -25,7 +25,7 @@ def pcm_of(name: str) -> bytes:
 
 @pytest.fixture(scope="module")
 def stt() -> PocketsphinxTranscriber:
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings()
     return PocketsphinxTranscriber(settings, assemble_tools(settings))
 
 
@@ -47,7 +47,7 @@ def heard(stt: PocketsphinxTranscriber, pcm: bytes, *, finish_at: int | None = N
 
 
 def test_pocketsphinx_is_a_listener(stt):
-    assert isinstance(stt, Listener)
+    assert isinstance(stt, LiveTranscriber)
 
 
 @pytest.mark.parametrize("name", ["okay_nabu_timer.wav", "command_multiply.wav",

@@ -10,9 +10,15 @@ import structlog
 from structlog.testing import capture_logs
 
 from tests.conftest import free_port
-from voxqueue.redaction import MASK, is_secret_name, redact_event, redact_text, redact_url
-from voxqueue.settings import Settings
-from workers.toolkit.mcp_tools import mcp_tools, servers
+from voxqueue.observability.redaction import (
+    MASK,
+    is_secret_name,
+    redact_event,
+    redact_text,
+    redact_url,
+)
+from voxqueue.settings import Settings, ToolSettings
+from workers.tool_registry.mcp_tools import mcp_tools, servers
 
 SECRET = "s3cr3t-VALUE-9f8e7d"
 
@@ -111,7 +117,7 @@ def test_a_misconfigured_mcp_entry_does_not_log_its_token():
         {"name": "flat", "url": "http://127.0.0.1:9/mcp", "headers": f"Bearer {SECRET}"},
     ]
     with capture_logs() as logs:
-        assert servers(Settings(_env_file=None, mcp_servers=bad)) == []
+        assert servers(Settings(tools=ToolSettings(mcp_servers=bad))) == []
     assert SECRET not in json.dumps(logs, default=str)
     assert [e["server"] for e in logs] == ["both", "typo", "flat"]
     assert all(e["log_level"] == "warning" and e["error"] for e in logs)
@@ -122,6 +128,6 @@ def test_an_unreachable_mcp_server_does_not_log_its_token():
     url = f"http://127.0.0.1:{free_port()}/mcp?token={SECRET}"
     entry = {"name": "gone", "url": url, "headers": {"Authorization": f"Bearer {SECRET}"}}
     with capture_logs() as logs:
-        assert mcp_tools(Settings(_env_file=None, mcp_servers=[entry])) == []
+        assert mcp_tools(Settings(tools=ToolSettings(mcp_servers=[entry]))) == []
     assert [e["event"] for e in logs] == ["MCP server not listed; its tools are not offered"]
     assert SECRET not in json.dumps(logs, default=str)

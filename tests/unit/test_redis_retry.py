@@ -42,9 +42,9 @@ def test_replies_are_parsed_in_c() -> None:
     from redis._parsers import _HiredisParser
 
     from voxqueue.redis_conn import connect
-    from voxqueue.settings import Settings
+    from voxqueue.settings import RedisSettings, Settings
 
-    pool = connect(Settings(_env_file=None, redis_url="redis://127.0.0.1:1/0")  # type: ignore[call-arg]
+    pool = connect(Settings(redis=RedisSettings(url="redis://127.0.0.1:1/0"))
                    ).connection_pool
     connection = pool.connection_class(**pool.connection_kwargs)  # not connected
     assert isinstance(connection._parser, _HiredisParser)

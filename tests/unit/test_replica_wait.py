@@ -15,10 +15,10 @@ from kombu import Connection
 
 from testkit.system import RedisServer
 from voxqueue.contracts import TurnSpec
-from voxqueue.effects import Once
 from voxqueue.keys import Keys
+from voxqueue.once import Once
 from voxqueue.redis_conn import SHORT_WAIT_MS, connect, replicas_to_wait
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 from voxqueue.turns import TurnStore
 
 
@@ -40,20 +40,20 @@ def pair():
     primary.stop()
 
 
-def settings(url: str, **extra: object) -> Settings:
-    return Settings(_env_file=None, redis_url=url, **extra)  # type: ignore[call-arg]
+def settings(url: str, **redis: object) -> Settings:
+    return Settings(redis=RedisSettings(url=url, **redis))  # type: ignore[arg-type]
 
 
 def test_the_default_waits_only_for_sentinels_replicas():
     assert replicas_to_wait(settings("redis://127.0.0.1:6379/0")) == 0
-    sentinel = settings("sentinel://127.0.0.1:26379/0", redis_master="m")
+    sentinel = settings("sentinel://127.0.0.1:26379/0", master="m")
     assert replicas_to_wait(sentinel) == 1
-    assert replicas_to_wait(settings("redis://h/0", redis_wait_replicas=2)) == 2
+    assert replicas_to_wait(settings("redis://h/0", wait_replicas=2)) == 2
 
 
 def test_a_once_write_is_on_the_replica_when_it_returns(pair):
     primary, replica = pair
-    r = connect(settings(primary.url, redis_wait_replicas=1))
+    r = connect(settings(primary.url, wait_replicas=1))
     for n in range(20):
         Once(r, marker=f"m:{n}").call("SET", f"k:{n}", str(n)).run()
         # No sleep, no poll: WAIT returned only once the replica had it.
@@ -64,7 +64,7 @@ def test_with_no_replica_a_once_write_goes_on_unconfirmed_and_says_so(caplog):
     lonely = RedisServer()
     lonely.start()
     try:
-        r = connect(settings(lonely.url, redis_wait_replicas=1, redis_wait_ms=50))
+        r = connect(settings(lonely.url, wait_replicas=1, wait_ms=50))
         with caplog.at_level(logging.WARNING, logger="voxqueue.redis"):
             done = Once(r, marker="m").call("SET", "k", "v").run()
         assert done is not None
@@ -76,7 +76,7 @@ def test_with_no_replica_a_once_write_goes_on_unconfirmed_and_says_so(caplog):
 
 def test_a_published_job_is_on_the_replica_when_the_publish_returns(pair):
     primary, replica = pair
-    with Connection(primary.url, transport="voxqueue.broker:Transport",
+    with Connection(primary.url, transport="voxqueue.broker.transport:Transport",
                     transport_options={"replicas_to_wait": 1, "replica_wait_ms": 1000}) as conn:
         queue = conn.SimpleQueue(f"wait-{time.time()}")
         for n in range(10):
@@ -100,7 +100,7 @@ def test_after_a_wait_that_found_too_few_replicas_writes_wait_briefly_until_one_
     lonely.start()
     replica = RedisServer()
     try:
-        r = connect(settings(lonely.url, redis_wait_replicas=1, redis_wait_ms=5000))
+        r = connect(settings(lonely.url, wait_replicas=1, wait_ms=5000))
         wait = r.replica_wait
         assert wait is not None and wait.timeout_ms(r) == 5000
         with caplog.at_level(logging.WARNING, logger="voxqueue.redis"):
@@ -126,7 +126,7 @@ def test_after_a_wait_that_found_too_few_replicas_writes_wait_briefly_until_one_
 
 def test_a_new_turn_is_on_the_replica_before_its_first_job_is_sent(pair):
     primary, replica = pair
-    r = connect(settings(primary.url, redis_wait_replicas=1))
+    r = connect(settings(primary.url, wait_replicas=1))
     store = TurnStore(r, Keys("wait"), ttl_s=600)
     for n in range(10):
         spec = TurnSpec(turn_id=uuid.uuid4().hex, session_id=f"s{n}", input="text", text="hi",

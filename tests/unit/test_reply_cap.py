@@ -15,9 +15,9 @@ from tests.unit.runtimes import installed
 from tests.unit.test_speaker_filter import sent_jobs
 from voxqueue.budgets import SPEAK_CHARS, counters
 from voxqueue.contracts import TurnSpec
-from voxqueue.sentences import SentenceSplitter, cut_reply, ends_sentence
-from voxqueue.settings import Settings
-from workers.agent.speech import Speaker
+from voxqueue.settings import AgentSettings, RedisSettings, Settings, TurnSettings
+from voxqueue.spoken.sentences import SentenceSplitter, cut_reply, ends_sentence
+from workers.agent.reply_sentences import Speaker
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
 from workers.wiring import runtime_for
@@ -80,9 +80,10 @@ def test_a_sentence_end_is_known_at_the_end_of_a_text():
 @pytest.fixture
 def rt(redis_server) -> Iterator[Runtime]:  # type: ignore[no-untyped-def]
     url = redis_server.url.rsplit("/", 1)[0] + "/15"
-    runtime = runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
-                                   key_prefix=f"vqc-{uuid.uuid4().hex[:8]}",
-                                   first_phrase_words=0, reply_max_chars=CAP))
+    runtime = runtime_for(Settings(
+        redis=RedisSettings(url=url, key_prefix=f"vqc-{uuid.uuid4().hex[:8]}"),
+        agent=AgentSettings(first_phrase_words=0),
+        turns=TurnSettings(reply_max_chars=CAP)))
     runtime.redis.delete("tts")
     with installed(runtime):
         yield runtime

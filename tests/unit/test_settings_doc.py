@@ -22,7 +22,9 @@ def test_every_field_of_every_settings_class_is_on_the_page() -> None:
     missing = [name for cls, _ in CLASSES for field_name, field in cls.model_fields.items()
                for name in env_names(cls, field_name, field) if f"`{name}`" not in page]
     assert missing == []
-    assert "| `VOXQUEUE_REDIS_URL` | `str` | `redis://127.0.0.1:6379/0` | Broker," in page
+    assert ("| `VOXQUEUE_REDIS_URL` | `redis.url` | `str` | `redis://127.0.0.1:6379/0` | Broker,"
+            in page)
+    assert "| `VOXQUEUE_GATEWAY_PORT` | `gateway.port` | `int` | `8765` |" in page
     assert "| `OPENAI_API_KEY` or `VOXQUEUE_OPENAI_API_KEY` |" in page
     assert "`VOXQUEUE_EDGE_WAKE_WORDS`" in page and "`VOXQUEUE_WYOMING_TOOLS`" in page
 
@@ -44,9 +46,10 @@ class _Sample(BaseSettings):
 def test_a_secret_default_is_never_printed_and_sections_come_from_the_comments() -> None:
     page = render(((_Sample, "Sample"),))
     assert "hunter2" not in page
-    assert "| `SAMPLE_TOKEN` | `SecretStr` | set (secret, not shown) | The token. |" in page
-    assert "| `SAMPLE_COUNT` | `int` (≥ 1) | `3` |  |" in page
-    assert "| `SAMPLE_MADE` | `str` | `made-here` |  |" in page
-    assert "| `SAMPLE_DESCRIBED` | `str` | `x` | From Field \\| with a bar. |" in page
+    assert ("| `SAMPLE_TOKEN` | `token` | `SecretStr` | set (secret, not shown) | The token. |"
+            in page)
+    assert "| `SAMPLE_COUNT` | `count` | `int` (≥ 1) | `3` |  |" in page
+    assert "| `SAMPLE_MADE` | `made` | `str` | `made-here` |  |" in page
+    assert "| `SAMPLE_DESCRIBED` | `described` | `str` | `x` | From Field \\| with a bar. |" in page
     assert page.index("### First part") < page.index("SAMPLE_TOKEN") < page.index(
         "### Second part") < page.index("SAMPLE_MADE")

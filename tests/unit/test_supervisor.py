@@ -1,16 +1,17 @@
 """Worker processes per queue: their names and the ``--processes`` option."""
 
 import pytest
+from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from voxqueue.cli import app
-from voxqueue.process_table import (
+from voxqueue.settings import ProviderSettings, Settings
+from voxqueue.up.process_table import (
     DEFAULT_PROCESSES,
     default_processes,
     parse_processes,
     worker_names,
 )
-from voxqueue.settings import Settings
 
 
 def test_a_queues_processes_have_distinct_worker_names():
@@ -40,10 +41,12 @@ def test_the_queues_that_hold_streams_get_more_than_one_process():
 
 
 def test_cloud_providers_get_the_default_processes_offline_models_one():
-    cloud = Settings(_env_file=None, openai_api_key="sk-x", elevenlabs_api_key="el-x")
+    keys = {"openai_api_key": SecretStr("sk-x"), "elevenlabs_api_key": SecretStr("el-x")}
+    cloud = Settings(providers=ProviderSettings(**keys))
     assert default_processes(cloud) == DEFAULT_PROCESSES
-    offline = Settings(_env_file=None, openai_api_key=None, elevenlabs_api_key=None,
-                       openai_base_url=None)
+    offline = Settings(
+        providers=ProviderSettings(openai_api_key=None, elevenlabs_api_key=None,
+                                   openai_base_url=None))
     assert default_processes(offline) == {}  # Piper and the local intents: one each
-    mixed = Settings(_env_file=None, openai_api_key="sk-x", elevenlabs_api_key="el-x", tts="piper")
+    mixed = Settings(providers=ProviderSettings(**keys, tts="piper"))
     assert default_processes(mixed) == {"agent": DEFAULT_PROCESSES["agent"]}

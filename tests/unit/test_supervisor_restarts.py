@@ -12,10 +12,11 @@ import uuid
 
 import pytest
 
-from voxqueue.child_process import Proc
-from voxqueue.restarts import RestartPolicy, describe_exit
+from testkit.clock import FakeClock
 from voxqueue.settings import Settings
-from voxqueue.supervisor import Supervisor
+from voxqueue.up.child_process import Proc
+from voxqueue.up.restarts import RestartPolicy, describe_exit
+from voxqueue.up.supervisor import Supervisor
 
 
 def sleeper(marker: str) -> list[str]:
@@ -63,7 +64,7 @@ def test_exit_codes_are_told_as_people_read_them():
 
 def test_a_child_that_dies_is_started_again_with_backoff_and_the_others_keep_running(marker):
     said: list[str] = []
-    sup = Supervisor(Settings(_env_file=None), restart=RestartPolicy(0.2, 0.8, 30.0),  # type: ignore[call-arg]
+    sup = Supervisor(Settings(), restart=RestartPolicy(0.2, 0.8, 30.0),
                      log=said.append)
     try:
         tools = sup.start("tools", sleeper(marker))
@@ -87,32 +88,40 @@ def test_a_child_that_dies_is_started_again_with_backoff_and_the_others_keep_run
 
 def test_a_child_that_ran_stably_starts_again_from_the_first_delay(marker):
     said: list[str] = []
-    sup = Supervisor(Settings(_env_file=None), restart=RestartPolicy(0.1, 5.0, 0.5),  # type: ignore[call-arg]
-                     log=said.append)
+    clock = FakeClock()
+    sup = Supervisor(Settings(), restart=RestartPolicy(0.1, 5.0, 0.5),
+                     log=said.append, clock=clock)
     try:
         proc = sup.start("flaky", sleeper(marker))
-        for restarts in (1, 2, 3):
+        for restarts, delay in ((1, 0.1), (2, 0.2), (3, 0.4)):  # dying at once: backing off
             kill(proc)
-            supervise_until(sup, proc, restarts)
-        assert "restart #3 in 0.4 s" in said[-2]
-        time.sleep(0.6)  # a stable run
+            sup.supervise_once()
+            assert said[-1].endswith(f"restart #{restarts} in {delay:g} s"), said[-1]
+            clock.advance(delay - 0.01)
+            sup.supervise_once()
+            assert proc.restarts == restarts - 1, "started again before its delay"
+            clock.advance(0.01)
+            sup.supervise_once()
+            assert proc.restarts == restarts
+        clock.advance(0.6)  # a stable run
         kill(proc)
-        assert supervise_until(sup, proc, 4) < 0.4
-        assert "restart #4 in 0.1 s" in said[-2]
+        sup.supervise_once()
+        assert said[-1].endswith("restart #4 in 0.1 s"), said[-1]
     finally:
         sup.stop_all()
 
 
 def test_nothing_is_started_again_once_stopping(marker):
-    sup = Supervisor(Settings(_env_file=None), restart=RestartPolicy(0.1, 0.1, 30.0),  # type: ignore[call-arg]
-                     log=lambda _: None)
+    clock = FakeClock()
+    sup = Supervisor(Settings(), restart=RestartPolicy(0.1, 0.1, 30.0),
+                     log=lambda _: None, clock=clock)
     proc = sup.start("dies", sleeper(marker))
     sup.start("lives", sleeper(marker))
     kill(proc)
     sup.supervise_once()  # its death is noticed, its restart due in 0.1 s
     assert proc.restart_at is not None
     sup.stop_all()
-    time.sleep(0.2)
+    clock.advance(0.2)  # its restart is due
     sup.supervise_once()
     sup.watch(interval_s=0.01)  # returns at once
     assert proc.restarts == 0 and sup.procs == []

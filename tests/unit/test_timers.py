@@ -6,7 +6,8 @@ import contextvars
 import threading
 import time
 
-from workers.runtime.timers import Timers
+from testkit.clock import FakeClock
+from workers.runtime.delayed_calls import Timers
 
 WHO: contextvars.ContextVar[str] = contextvars.ContextVar("who", default="nobody")
 
@@ -50,11 +51,15 @@ def test_a_cancelled_timer_does_not_run_and_a_failing_one_does_not_stop_the_rest
 
 
 def test_a_sooner_timer_set_while_the_thread_waits_runs_on_time() -> None:
-    timers = Timers()
+    clock = FakeClock()
+    timers = Timers(clock)
     fired = threading.Event()
-    timers.call_later(30, lambda: None)  # the thread now waits up to 30 s
-    time.sleep(0.05)
-    started = time.monotonic()
-    timers.call_later(0.05, fired.set)
-    assert fired.wait(3)
-    assert time.monotonic() - started < 1.0
+    timers.call_later(30, lambda: None)
+    # The thread reads the clock holding the timers' lock, and lets go of it only to wait: once
+    # it has read it and the lock is free, it waits (up to 30 s) for the first timer.
+    assert clock.wait_read_by("voxqueue-timers")
+    with timers._cond:
+        timers.call_later(0, fired.set)  # due now: the waiting thread must be woken for it
+    # Unwoken, it would run only after its 30 s wait: 10 s is a deadline, not a speed.
+    assert fired.wait(10), "the waiting thread was not woken by a sooner timer"
+    assert timers.pending() == 1, "the 30 s timer is still to come on the fake clock"

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import pytest
 import trustme
+from pydantic import SecretStr
 from websockets.exceptions import ConnectionClosed
 
 from testkit.fakes import FakeProviders
 from testkit.fakes.provider_server import spoken_pcm
 from tests.conftest import SPEECH
 from voxqueue.audio import read_speech
-from voxqueue.settings import Settings
+from voxqueue.settings import ProviderSettings, Settings
 from voxqueue.tls_websocket import SerializedTLSConnection, SerializedTLSSocket, connect
 
 
@@ -280,10 +281,19 @@ def test_closing_the_socket_wakes_a_reader_waiting_for_data(
 def test_a_write_to_a_peer_that_never_reads_times_out(silent_tls_peer: ssl.SSLSocket) -> None:
     serialized = SerializedTLSSocket(silent_tls_peer)
     serialized.settimeout(0.5)
-    started = time.monotonic()
-    with pytest.raises(TimeoutError):
-        serialized.sendall(b"x" * 64 * 1024 * 1024)  # more than the kernel's buffers hold
-    assert time.monotonic() - started < 30
+    raised: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            serialized.sendall(b"x" * 64 * 1024 * 1024)  # more than the kernel's buffers hold
+        except BaseException as exc:
+            raised.append(exc)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    writer.join(30)  # a deadline, not a speed: without the timeout it would block for ever
+    assert not writer.is_alive(), "the write never timed out"
+    assert len(raised) == 1 and isinstance(raised[0], TimeoutError), raised
 
 
 # -- the Realtime speech-to-text session through the OpenAI SDK, over TLS -----------------------
@@ -297,9 +307,10 @@ def test_the_realtime_transcription_session_runs_on_the_serialized_connection(
     ca.cert_pem.write_to_path(str(pem))
     monkeypatch.setenv("SSL_CERT_FILE", str(pem))  # the SDK's socket trusts the default store
     fake.script_transcripts("what time is it")
-    settings = Settings(  # type: ignore[call-arg]
-        _env_file=None, openai_api_key="sk-test", openai_base_url=fake.openai_base_url,
-        openai_stt_transport="realtime")
+    settings = Settings(
+        providers=ProviderSettings(openai_api_key=SecretStr("sk-test"),
+                                   openai_base_url=fake.openai_base_url,
+                                   openai_stt_transport="realtime"))
     hearing = OpenAITranscriber(settings).hear(deadline=math.inf)
     assert hearing is not None
     try:

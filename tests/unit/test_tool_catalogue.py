@@ -12,10 +12,10 @@ import redis
 
 from tests.unit.test_tools_registry import ECHO_SERVER
 from voxqueue.keys import Keys
-from voxqueue.settings import Settings
-from workers.toolkit import catalogue
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.registry import Tool, ToolRegistry
+from voxqueue.settings import RedisSettings, Settings, ToolSettings
+from workers.tool_registry import catalogue
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.registry import Tool, ToolRegistry
 from workers.wiring import runtime_for
 
 
@@ -81,8 +81,9 @@ def test_only_the_tools_worker_starts_mcp_servers_the_agent_offers_their_tools(
     starts = tmp_path / "starts"
     server = {"name": "echo", "command": [sys.executable, ECHO_SERVER],
               "env": {"ECHO_MCP_STARTS": str(starts)}}
-    settings = Settings(_env_file=None, redis_url=url,  # type: ignore[call-arg]
-                        key_prefix=f"vqc-{uuid.uuid4().hex[:8]}", mcp_servers=[server])
+    settings = Settings(
+        redis=RedisSettings(url=url, key_prefix=f"vqc-{uuid.uuid4().hex[:8]}"),
+        tools=ToolSettings(mcp_servers=[server]))
     agent = runtime_for(settings)
     agent.queues = frozenset({"agent"})
     tools = runtime_for(settings)

@@ -9,8 +9,8 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
-from workers.toolkit.context import ToolCall, current_call
-from workers.toolkit.registry import Tool, ToolRegistry, tool
+from workers.tool_registry.context import ToolCall, current_call
+from workers.tool_registry.registry import Tool, ToolRegistry, tool
 from workers.tools.executor import run_tool_call
 
 
@@ -141,8 +141,8 @@ def test_tools_see_their_call_context(registry):
 
 
 def test_builtin_registry_and_user_modules(monkeypatch):
-    from voxqueue.settings import Settings
-    from workers.toolkit.assembly import assemble_tools
+    from voxqueue.settings import Settings, ToolSettings
+    from workers.tool_registry.assembly import assemble_tools
 
-    reg = assemble_tools(Settings(_env_file=None, tool_modules="testkit.probe_tools"))
+    reg = assemble_tools(Settings(tools=ToolSettings(modules="testkit.probe_tools")))
     assert {"get_current_time", "calculate", "sleep_one", "add_numbers"} <= set(reg.names)

@@ -15,12 +15,12 @@ import pytest
 
 from testkit.fakes.http_services import FakeServices
 from tests.unit.runtimes import installed
-from voxqueue.settings import Settings
+from voxqueue.settings import RedisSettings, Settings
 from workers.runtime.resources import Runtime
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.context import ToolCall, owner, runtime, set_current_call, use_runtime
-from workers.toolkit.net import BlockedURLError, RedirectRefusedError
-from workers.toolkit.timer_store import TimerStore
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.context import ToolCall, owner, runtime, set_current_call, use_runtime
+from workers.tool_registry.net import BlockedURLError, RedirectRefusedError
+from workers.tool_registry.timer_store import TimerStore
 from workers.tools.builtin import (
     chance,
     feeds,
@@ -47,10 +47,9 @@ def services():
 
 def make_runtime(redis_url: str, services: FakeServices, **extra) -> Runtime:
     url = redis_url.rsplit("/", 1)[0] + "/3"  # DB 3: this suite's own
-    fields = {**services.settings(), "timezone": "Europe/Paris", **extra}
-    return runtime_for(
-        Settings(_env_file=None, redis_url=url, key_prefix=f"vqt-{uuid.uuid4().hex[:8]}", **fields)
-    )
+    return runtime_for(Settings(
+        redis=RedisSettings(url=url, key_prefix=f"vqt-{uuid.uuid4().hex[:8]}"),
+        tools=services.settings(**{"timezone": "Europe/Paris", **extra})))
 
 
 @pytest.fixture

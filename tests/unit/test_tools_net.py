@@ -13,8 +13,8 @@ import socket
 import pytest
 
 from testkit.fakes.http_services import FakeServices
-from voxqueue.settings import Settings
-from workers.toolkit.net import (
+from voxqueue.settings import Settings, ToolSettings
+from workers.tool_registry.net import (
     Allowlist,
     BlockedURLError,
     RedirectRefusedError,
@@ -50,8 +50,8 @@ def no_outside_connections(monkeypatch):
     return attempts
 
 
-def settings(**kw) -> Settings:
-    return Settings(_env_file=None, **kw)
+def settings(**tools) -> Settings:
+    return Settings(tools=ToolSettings(**tools))
 
 
 @pytest.mark.parametrize(

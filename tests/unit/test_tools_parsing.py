@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from workers.intents.numbers import words_to_numbers
+from workers.intents.words_to_numbers import words_to_numbers
 from workers.tools.builtin.spoken_time import (
     describe_duration,
     describe_when,

@@ -14,14 +14,13 @@ import pytest
 
 from tests.conftest import ROOT, free_port
 from tests.unit.runtimes import installed
-from voxqueue.settings import Settings
-from workers.toolkit.assembly import assemble_tools
-from workers.toolkit.context import ToolCall
-from workers.toolkit.listing import print_tools
-from workers.toolkit.mcp_tools import McpServer, _tool_name, mcp_tools
-from workers.toolkit.plugins import load_entry_points
-from workers.toolkit.registry import ToolRegistry
-from workers.toolkit.reply import ToolReply
+from voxqueue.settings import RedisSettings, Settings, ToolSettings
+from workers.tool_registry.assembly import assemble_tools
+from workers.tool_registry.context import ToolCall
+from workers.tool_registry.listing import print_tools
+from workers.tool_registry.mcp_tools import McpServer, _tool_name, mcp_tools
+from workers.tool_registry.plugins import load_entry_points
+from workers.tool_registry.registry import ToolRegistry, ToolReply
 from workers.tools.executor import run_tool_call
 from workers.wiring import runtime_for
 
@@ -69,8 +68,8 @@ BUILTINS = {
 }
 
 
-def settings(**kw) -> Settings:
-    return Settings(_env_file=None, **kw)
+def settings(**tools) -> Settings:
+    return Settings(tools=ToolSettings(**tools))
 
 
 def echo_server(**extra) -> dict:
@@ -90,7 +89,7 @@ def turn_state(redis_server):
     """A tool that reads untrusted content (every MCP tool) taints its turn in Redis."""
     url = redis_server.url.rsplit("/", 1)[0] + "/3"
     prefix = f"vqr-{uuid.uuid4().hex[:8]}"
-    rt = runtime_for(Settings(_env_file=None, redis_url=url, key_prefix=prefix))
+    rt = runtime_for(Settings(redis=RedisSettings(url=url, key_prefix=prefix)))
     with installed(rt):
         yield rt
 
@@ -119,12 +118,12 @@ def test_each_builtin_is_documented_with_examples(builtin, name):
 
 
 def test_allow_and_deny_lists():
-    only = assemble_tools(settings(tools_allow="get_weather, calculate,flip_coin"))
+    only = assemble_tools(settings(allow="get_weather, calculate,flip_coin"))
     assert only.names == ["calculate", "flip_coin", "get_weather"]
-    without = assemble_tools(settings(tools_deny="fetch_url,home_assistant_call"))
+    without = assemble_tools(settings(deny="fetch_url,home_assistant_call"))
     assert "fetch_url" not in without.names and "home_assistant_call" not in without.names
     assert "get_weather" in without.names
-    both = assemble_tools(settings(tools_allow="calculate,flip_coin", tools_deny="flip_coin"))
+    both = assemble_tools(settings(allow="calculate,flip_coin", deny="flip_coin"))
     assert both.names == ["calculate"]
 
 

@@ -1,4 +1,5 @@
-"""voxqueue.otel in one process: the turn's trace id, parents through headers, errors."""
+"""voxqueue.observability.otel in one process: the turn's trace id, parents through headers,
+errors."""
 
 from __future__ import annotations
 
@@ -14,13 +15,14 @@ pytest.importorskip("opentelemetry.sdk.trace")
 from celery.app.task import Context
 from opentelemetry import trace
 
-from voxqueue import otel
-from voxqueue.settings import Settings
+from voxqueue.observability import otel
+from voxqueue.settings import ObservabilitySettings, Settings
 from workers.runtime.task_spans import job_of, span_attributes, task_headers
 
 
 def traced(path: Path) -> Settings:
-    return Settings(_env_file=None, otel_enabled=True, otel_exporter=f"jsonl:{path}")  # type: ignore[call-arg]
+    return Settings(
+        observability=ObservabilitySettings(otel_enabled=True, otel_exporter=f"jsonl:{path}"))
 
 
 def records(path: Path) -> dict[str, dict[str, Any]]:
@@ -114,12 +116,12 @@ def test_a_turn_started_inside_an_app_span_is_its_own_trace_linked_to_it(tmp_pat
 
 
 def test_off_nothing_is_traced_and_a_bad_exporter_is_refused(tmp_path):
-    off = Settings(_env_file=None, otel_enabled=False)  # type: ignore[call-arg]
+    off = Settings(observability=ObservabilitySettings(otel_enabled=False))
     with otel.turn_root(off, uuid.uuid4().hex, "voxqueue.agent.step") as headers:
         assert headers == {}
     assert otel.start_task_span(off, "agent", "x", None, None, {}) is None
     assert otel.extract(None) is None and otel.extract({"lang": "py"}) is None
-    bad = Settings(_env_file=None, otel_enabled=True, otel_exporter="zipkin")  # type: ignore[call-arg]
+    bad = Settings(observability=ObservabilitySettings(otel_enabled=True, otel_exporter="zipkin"))
     with pytest.raises(ValueError, match="jsonl:/path/file"):
         otel.tracer(bad, "client")
     with otel.span("outside any task") as nothing:

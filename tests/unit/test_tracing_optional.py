@@ -13,18 +13,19 @@ from tests.conftest import ROOT
 PROBE = """
 import json, logging, sys
 {prelude}
-import voxqueue.client
+import voxqueue.client.direct
 import workers.app
 from workers.app import app
 app.loader.import_default_modules()
 from celery.signals import task_prerun
-from voxqueue import otel
-from voxqueue.settings import Settings
+from voxqueue.observability import otel
+from voxqueue.settings import ObservabilitySettings, Settings, ignore_dotenv
 import workers.runtime.task_spans as worker_tracing
 
 logging.basicConfig(level=logging.WARNING)
-off = Settings(_env_file=None, otel_enabled=False)
-on = Settings(_env_file=None, otel_enabled=True, otel_exporter="console")
+ignore_dotenv()
+off = Settings(observability=ObservabilitySettings(otel_enabled=False))
+on = Settings(observability=ObservabilitySettings(otel_enabled=True, otel_exporter="console"))
 with otel.turn_root(off, "ab" * 16, "voxqueue.agent.step") as off_headers:
     pass
 modules = sorted(m for m in sys.modules if m.startswith("opentelemetry"))

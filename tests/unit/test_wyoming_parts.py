@@ -6,9 +6,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from pydantic import SecretStr
 from wyoming.audio import AudioChunk, AudioStart
 
-from voxqueue.settings import Settings
+from voxqueue.settings import ProviderSettings, Settings
 from voxqueue.wyoming.audio_in import AudioIn, AudioTooLarge
 from voxqueue.wyoming.describe import describe
 from voxqueue.wyoming.guard import (
@@ -22,7 +23,7 @@ from voxqueue.wyoming.guard import (
 )
 from voxqueue.wyoming.requests import session_of
 
-DEFAULT_ALLOW = networks(Settings(_env_file=None).wyoming_allow)  # type: ignore[call-arg]
+DEFAULT_ALLOW = networks(Settings().wyoming.allow)
 
 
 @pytest.mark.parametrize(("peer", "ok"), [
@@ -123,7 +124,7 @@ def test_audio_in_converts_to_16k_mono_passes_it_on_and_refuses_too_much():
 
 
 def test_describe_offline_names_the_offline_engines():
-    settings = Settings(_env_file=None, stt="pocketsphinx", llm="local", tts="piper")  # type: ignore[call-arg]
+    settings = Settings(providers=ProviderSettings(stt="pocketsphinx", llm="local", tts="piper"))
     info = describe(settings)
     assert info.asr[0].models[0].name == "pocketsphinx"
     assert info.asr[0].models[0].attribution.name == "CMU PocketSphinx"
@@ -133,11 +134,12 @@ def test_describe_offline_names_the_offline_engines():
 
 
 def test_describe_with_keys_names_the_cloud_providers():
-    settings = Settings(_env_file=None, openai_api_key="sk-x", elevenlabs_api_key="el-x")  # type: ignore[call-arg]
+    settings = Settings(providers=ProviderSettings(openai_api_key=SecretStr("sk-x"),
+                                                   elevenlabs_api_key=SecretStr("el-x")))
     info = describe(settings)
     assert info.asr[0].models[0].name == "openai"
-    assert info.tts[0].voices[0].name == settings.tts_voice
-    assert info.handle[0].models[0].name == settings.llm_model
+    assert info.tts[0].voices[0].name == settings.providers.tts_voice
+    assert info.handle[0].models[0].name == settings.providers.llm_model
     assert "sk-x" not in info.event().to_dict().__repr__()
 
 
@@ -151,8 +153,8 @@ def test_conversation_ids_name_safe_sessions():
 
 def test_describe_reports_what_the_workers_run_over_its_own_settings():
     """The Wyoming server holds no provider key; the workers say what they built."""
-    settings = Settings(_env_file=None, stt="pocketsphinx", llm="local", tts="piper")  # type: ignore[call-arg]
+    settings = Settings(providers=ProviderSettings(stt="pocketsphinx", llm="local", tts="piper"))
     info = describe(settings, {"stt": "openai", "llm": "openai", "tts": "elevenlabs"})
     assert info.asr[0].models[0].name == "openai"
     assert info.tts[0].voices[0].attribution.name == "ElevenLabs"
-    assert info.handle[0].models[0].name == settings.llm_model
+    assert info.handle[0].models[0].name == settings.providers.llm_model

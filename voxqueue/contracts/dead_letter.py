@@ -1,4 +1,5 @@
-"""A queue item no worker could deliver, as the broker keeps it (``voxqueue/dead_letters.py``)."""
+"""A queue item no worker could deliver, as the broker keeps it
+(``voxqueue/broker/dead_letters.py``)."""
 
 from __future__ import annotations
 

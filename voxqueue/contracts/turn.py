@@ -26,7 +26,7 @@ class TurnSpec(BaseModel):
     """Claim check: the Redis key holding the utterance's 16 kHz mono PCM."""
     audio_stream: bool = False
     """The audio arrives on ``audio_key`` (a stream) while it is spoken; the STT job starts
-    with the speech (``voxqueue.speech_stream``)."""
+    with the speech (``voxqueue.client.direct``)."""
     audio_seconds: float | None = None
     created_at: float
     """Wall clock (epoch seconds) when the client created the turn: the end of speech."""

@@ -1,2 +1,3 @@
-"""The device gateway: the server side (``app``, needs the ``gateway`` extra) and the device side
-(``remote``, plain HTTP), kept apart so a device installs no server."""
+"""The device gateway's server (``app``, needs the ``gateway`` extra). Its client, a device's
+side, is :mod:`voxqueue.client.gateway` (plain HTTP and a WebSocket): a device installs no
+server."""

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import anyio
 import redis.asyncio as aioredis
 
-from voxqueue.devices import TOKEN_PREFIX, token_hash
+from voxqueue.gateway.devices import TOKEN_PREFIX, token_hash
 from voxqueue.gateway.rules import Refused
 from voxqueue.keys import Keys
 

@@ -12,7 +12,7 @@ from typing import Any
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from voxqueue.gateway.app import create_app
-from voxqueue.settings import Settings
+from voxqueue.settings import ClientSettings
 
 log = logging.getLogger("voxqueue.gateway")
 
@@ -65,19 +65,20 @@ class HeadTimeoutH11(H11Protocol):
             self.transport.close()
 
 
-def serve(settings: Settings, *, certfile: str | None = None, keyfile: str | None = None) -> None:
+def serve(settings: ClientSettings, *, certfile: str | None = None,
+          keyfile: str | None = None) -> None:
     """Run the gateway (uvicorn), with TLS when a certificate is given."""
     import uvicorn
 
-    if certfile is None and settings.gateway_host not in ("127.0.0.1", "::1", "localhost"):
+    if certfile is None and settings.gateway.host not in ("127.0.0.1", "::1", "localhost"):
         log.warning("the gateway serves plain HTTP on %s: device tokens cross the network in "
                     "clear unless a TLS proxy is in front (--certfile/--keyfile)",
-                    settings.gateway_host)
+                    settings.gateway.host)
     protocol = type("GatewayH11", (HeadTimeoutH11,),
-                    {"head_timeout_s": settings.gateway_header_timeout_s})
-    uvicorn.run(create_app(settings), host=settings.gateway_host, port=settings.gateway_port,
+                    {"head_timeout_s": settings.gateway.header_timeout_s})
+    uvicorn.run(create_app(settings), host=settings.gateway.host, port=settings.gateway.port,
                 ssl_certfile=certfile, ssl_keyfile=keyfile, log_level="info",
                 proxy_headers=True, server_header=False, http=protocol,
-                timeout_keep_alive=settings.gateway_idle_timeout_s,
-                limit_concurrency=settings.gateway_max_connections,
-                ws_max_size=settings.gateway_ws_max_frame_bytes)
+                timeout_keep_alive=settings.gateway.idle_timeout_s,
+                limit_concurrency=settings.gateway.max_connections,
+                ws_max_size=settings.gateway.ws_max_frame_bytes)

@@ -157,7 +157,7 @@ def words(text: str, reading: Reading = Reading.WORDS) -> str:
     text = _UNIT.sub(_unit, text)
     text = _apply(text, _ABBREVIATIONS)
     if reading is Reading.WORDS:
-        from voxqueue.spoken.numbers import numbers_as_words
+        from voxqueue.spoken.numbers_to_words import numbers_as_words
 
         text = numbers_as_words(text)
     text = re.sub(r"\s+([.,!?;:])", r"\1", text)

@@ -5,5 +5,5 @@ One module per job, as in the ``wyoming`` library itself: what the server says i
 conversation turns (``conversation``), the guard on what a client may do (``guard``: its
 networks, event sizes, rate, device and tools), one connection's events (``handler``) and the
 listening server (``server``). The protocol itself is the ``wyoming`` library's; the queues are
-reached through :class:`voxqueue.client.Client`.
+reached through :class:`voxqueue.client.direct.Client`.
 """

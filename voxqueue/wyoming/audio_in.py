@@ -16,7 +16,7 @@ class AudioTooLarge(ValueError):
 
 
 class Sink(Protocol):
-    """Where the converted audio goes (``voxqueue.speech_stream.SpeechStream``)."""
+    """Where the converted audio goes (``voxqueue.client.direct.SpeechStream``)."""
 
     def write(self, pcm: bytes) -> None: ...
 

@@ -35,7 +35,8 @@ MADE_BY = {
 
 def stt_languages(settings: Settings, provider: str) -> list[str]:
     if provider == "whisper":
-        return [settings.whisper_language] if settings.whisper_language else CLOUD_LANGUAGES
+        language = settings.providers.whisper_language
+        return [language] if language else CLOUD_LANGUAGES
     if provider == "openai":
         return CLOUD_LANGUAGES
     return ["en"]
@@ -44,12 +45,12 @@ def stt_languages(settings: Settings, provider: str) -> list[str]:
 def describe(settings: Settings, in_service: Mapping[str, str] | None = None) -> Info:
     """Speech to text, text to speech and the agent: the providers the workers reported
     (``in_service``), else those the settings resolve to."""
-    used = {**settings.providers_in_use(), **(in_service or {})}
+    used = {**settings.providers.in_use(), **(in_service or {})}
     stt, llm, tts = used["stt"], used["llm"], used["tts"]
     stt_langs = stt_languages(settings, stt)
     tts_langs = CLOUD_LANGUAGES if tts == "elevenlabs" else ["en"]
-    voice = settings.tts_voice if tts == "elevenlabs" else "joe-us"
-    agent = settings.llm_model if llm == "openai" else "local intents"
+    voice = settings.providers.tts_voice if tts == "elevenlabs" else "joe-us"
+    agent = settings.providers.llm_model if llm == "openai" else "local intents"
     return Info(
         asr=[AsrProgram(
             name="voxqueue-stt", attribution=VOXQUEUE, installed=True, version=None,

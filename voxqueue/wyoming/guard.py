@@ -19,7 +19,7 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 class WyomingPolicy(BaseSettings):
     """What the turns of Wyoming clients may do (``VOXQUEUE_WYOMING_*``); where the server
-    listens and who may connect are voxqueue's settings (``wyoming_uri``, ``wyoming_allow``)."""
+    listens and who may connect are voxqueue's settings (``settings.wyoming.uri``, ``.allow``)."""
 
     model_config = SettingsConfigDict(env_prefix="VOXQUEUE_WYOMING_", env_file=".env",
                                       extra="ignore")

@@ -23,10 +23,9 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
 
-from voxqueue.client import Client, InputError, Turn, Unavailable
-from voxqueue.redaction import redact_text
+from voxqueue.client.direct import Client, InputError, SpeechStream, Turn, Unavailable
+from voxqueue.observability.redaction import redact_text
 from voxqueue.settings import Settings
-from voxqueue.speech_stream import SpeechStream
 from voxqueue.wyoming.audio_in import AudioIn, AudioTooLarge
 from voxqueue.wyoming.describe import describe
 from voxqueue.wyoming.guard import (
@@ -75,7 +74,7 @@ class WyomingHandler(AsyncEventHandler):
                         peer=str(self.peer))
             self.writer.close()
             return
-        reader = CappedReader(self.reader, self.settings.wyoming_max_event_bytes)
+        reader = CappedReader(self.reader, self.settings.wyoming.max_event_bytes)
         self._is_running = True
         try:
             while self._is_running:
@@ -188,7 +187,7 @@ class WyomingHandler(AsyncEventHandler):
         self.rate.hit(self.peer)
         self._speech = self.live.add_stream(await asyncio.to_thread(
             self.client.stream, until="transcript", device=self.policy.device))
-        self.audio = AudioIn(start, self.settings.max_audio_bytes, self._speech)
+        self.audio = AudioIn(start, self.settings.turns.max_audio_bytes, self._speech)
 
     async def _drop_audio(self, why: str) -> None:
         if self.audio is not None:
@@ -209,7 +208,7 @@ class WyomingHandler(AsyncEventHandler):
 
     def _speech_out(self) -> SpeechOut:
         speech = SpeechOut(self.client, self.write_event, live=self.live, order=self.answering,
-                           first_phrase_words=self.settings.first_phrase_words,
+                           first_phrase_words=self.settings.agent.first_phrase_words,
                            device=self.policy.device)
         self.speeches = [s for s in self.speeches if not s.relayed] + [speech]
         return speech

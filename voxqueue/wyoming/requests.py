@@ -13,9 +13,8 @@ from wyoming.asr import Transcript
 from wyoming.event import Event
 from wyoming.handle import Handled, NotHandled
 
-from voxqueue.client import Client, Turn
+from voxqueue.client.direct import Client, SpeechStream, Turn
 from voxqueue.contracts import TurnResult
-from voxqueue.speech_stream import SpeechStream
 from voxqueue.wyoming.guard import WyomingPolicy
 
 #: What a conversation id may hold once it names a voxqueue session.

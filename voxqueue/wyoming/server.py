@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import structlog
 from wyoming.server import AsyncServer, AsyncTcpServer
 
-from voxqueue.client import Client
+from voxqueue.client.direct import Client
 from voxqueue.settings import Settings
 from voxqueue.wyoming.guard import PeerRate, WyomingPolicy, networks
 from voxqueue.wyoming.handler import WyomingHandler
@@ -24,16 +24,16 @@ WAITING_THREADS = 256
 
 async def start(settings: Settings, client: Client,
                 policy: WyomingPolicy | None = None) -> AsyncServer:
-    """Listen on ``settings.wyoming_uri`` (``tcp://`` or ``unix://``) without blocking."""
-    allow = networks(settings.wyoming_allow)
+    """Listen on ``settings.wyoming.uri`` (``tcp://`` or ``unix://``) without blocking."""
+    allow = networks(settings.wyoming.allow)
     policy = policy or WyomingPolicy()
     rate = PeerRate(policy.turns_per_minute)
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(WAITING_THREADS, "wyoming-wait"))
-    server = AsyncServer.from_uri(settings.wyoming_uri)
+    server = AsyncServer.from_uri(settings.wyoming.uri)
     await server.start(partial(WyomingHandler, client=client, settings=settings, allow=allow,
                                policy=policy, rate=rate))
-    log.info("wyoming server listening", uri=settings.wyoming_uri, allow=settings.wyoming_allow,
+    log.info("wyoming server listening", uri=settings.wyoming.uri, allow=settings.wyoming.allow,
              device=policy.device, side_effects=policy.tools or "none")
     return server
 
@@ -62,7 +62,7 @@ async def serve(settings: Settings, *, zeroconf_name: str | None = None) -> None
 async def _advertise(settings: Settings, server: AsyncServer, name: str) -> None:
     from wyoming.zeroconf import HomeAssistantZeroconf
 
-    uri = urlparse(settings.wyoming_uri)
+    uri = urlparse(settings.wyoming.uri)
     port = bound_port(server)
     if uri.scheme != "tcp" or port is None:
         raise ValueError("zeroconf needs a tcp:// URI")

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable
 from wyoming.event import Event
 from wyoming.tts import SynthesizeStopped
 
-from voxqueue.client import Client, Turn
-from voxqueue.sentences import SentenceSplitter
+from voxqueue.client.direct import Client, Turn
+from voxqueue.spoken.sentences import SentenceSplitter
 from voxqueue.wyoming import audio_out
 from voxqueue.wyoming.requests import LiveTurns
 from voxqueue.wyoming.threads import in_thread

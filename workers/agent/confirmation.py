@@ -5,13 +5,13 @@ run by the system itself when the same device's next turn is a plain yes.
 Asking (``ask``, in the step after the tools): the first held-back call of the answer, in call
 order, becomes the session's one pending action (``PendingAction``: tool and raw arguments,
 the asking turn and device, ``VOXQUEUE_CONFIRM_TTL_S``), and its question ("Unlock the front
-door?", ``workers.toolkit.confirm``) is the turn's reply in place of the model's: spoken,
+door?", ``workers.tool_registry.confirm``) is the turn's reply in place of the model's: spoken,
 shown and kept in the history. The other held-back calls are told they need their own
 confirmation later.
 
 Answering (``take``, at the opening of every turn of the session): the pending action is taken
 atomically by the session's next turn, whatever it says, so it is answered once. It counts as
-confirmed only when that turn's words are a plain yes (``workers.toolkit.policy.is_yes``), it
+confirmed only when that turn's words are a plain yes (``workers.tool_registry.policy.is_yes``), it
 comes from the device that heard the question, it was begun after the question was put, and
 the asking turn ended ``ok`` (the question was played). The confirming turn then runs exactly
 that call, as a step the system answered itself (``confirmed_answer``): a normal tool run (its
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +30,11 @@ from pydantic import ValidationError
 
 from voxqueue.contracts import ToolOutcome
 from voxqueue.contracts.confirm import PendingAction
-from voxqueue.effects import Once
+from voxqueue.once import Once
 from workers.agent import messages as msg
 from workers.runtime.stage import Stage
-from workers.toolkit.confirm import CONFIRMED_FIELD, NEEDS_CONFIRMATION, question_for
-from workers.toolkit.policy import is_yes
+from workers.tool_registry.confirm import CONFIRMED_FIELD, NEEDS_CONFIRMATION, question_for
+from workers.tool_registry.policy import is_yes
 
 # KEYS: the session's pending action, this turn's hash, the asking turn's end flag.
 # ARGV: the field, the pending action as read, 1 if this turn's words are a yes, this turn's
@@ -69,10 +69,11 @@ def system_call_id(turn_id: str) -> str:
 
 
 def take(stage: Stage, text: str, pending: bytes | None, recorded: bytes | None,
-         reopened: bool) -> PendingAction | None:
+         reopened: bool, *, clock: Callable[[], float] = time.time) -> PendingAction | None:
     """The action this turn confirmed, if any (taking the session's pending action: see the
     module). ``pending`` and ``recorded`` are what the opening read (the session's pending
-    action, this turn's decision); ``reopened``: an earlier attempt opened the turn."""
+    action, this turn's decision); ``reopened``: an earlier attempt opened the turn;
+    ``clock``: the wall clock a pending action's expiry is judged by."""
     if recorded is not None:
         return PendingAction.model_validate_json(recorded) if recorded else None
     if reopened or not pending:
@@ -90,7 +91,7 @@ def take(stage: Stage, text: str, pending: bytes | None, recorded: bytes | None,
     out = rt.redis.eval(_TAKE, 3, rt.keys.pending_action(spec.session_id),
                         rt.keys.turn(spec.turn_id), rt.keys.ended(asked_by),
                         CONFIRMED_FIELD, pending, "1" if answers else "0",
-                        spec.device or "", repr(time.time()), spec.turn_id, confirmed)
+                        spec.device or "", repr(clock()), spec.turn_id, confirmed)
     taken = out.decode() if isinstance(out, bytes) else str(out or "")
     if entry is not None:
         stage.log.info("pending action answered", tool=entry.name, confirmed=bool(taken))
@@ -131,25 +132,26 @@ class Asked:
         """The pending action and the step's answer, written with ``once``."""
         rt = stage.rt
         return (once.call("SET", rt.keys.pending_action(self.action.session_id),
-                          self.action.model_dump_json(), "EX", rt.settings.confirm_ttl_s)
+                          self.action.model_dump_json(), "EX", rt.settings.tools.confirm_ttl_s)
                 .call("HSET", rt.keys.turn(stage.turn_id), f"answer:{step}", self.answer()))
 
 
-def ask(stage: Stage, calls: Sequence[Mapping[str, Any]],
-        ran: Mapping[str, ToolOutcome]) -> Asked | None:
+def ask(stage: Stage, calls: Sequence[Mapping[str, Any]], ran: Mapping[str, ToolOutcome], *,
+        clock: Callable[[], float] = time.time) -> Asked | None:
     """The question for the first call of ``calls`` (the answer's, in order) that the guard
-    held back; None when none was."""
+    held back, asked at ``clock()`` (a wall clock); None when none was."""
     held = [c for c in calls if (o := ran.get(str(c.get("id")))) is not None
             and o.error_code == NEEDS_CONFIRMATION]
     if not held:
         return None
     rt, spec, first = stage.rt, stage.spec, held[0]
     name, raw = str(first.get("name")), str(first.get("arguments") or "")
+    asked_at = clock()
     action = PendingAction(
         turn_id=spec.turn_id, session_id=spec.session_id, device=spec.device or "",
         call_id=str(first.get("id")), name=name, arguments=raw,
-        question=question_for(name, _arguments(stage, name, raw)), asked_at=time.time(),
-        expires=time.time() + rt.settings.confirm_ttl_s)
+        question=question_for(name, _arguments(stage, name, raw)), asked_at=asked_at,
+        expires=asked_at + rt.settings.tools.confirm_ttl_s)
     return Asked(action, frozenset(str(c.get("id")) for c in held))
 
 

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 
 import redis
 
-from voxqueue.effects import Fence, Once
 from voxqueue.keys import Keys
+from voxqueue.once import Fence, Once
 from workers.agent.messages import Message
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from voxqueue.budgets import SPEAK_CHARS, charged_device
 from voxqueue.celery_config import AGENT_RESUME, TOOLS_RUN
 from voxqueue.contracts import AgentStep, ErrorCode, ToolCallJob
-from voxqueue.otel import span
+from voxqueue.observability.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.agent import messages as msg
 from workers.agent.context import measure_context
@@ -25,12 +25,12 @@ from workers.agent.context.accounting import record_step_in
 from workers.agent.history import History
 from workers.agent.opening import Opened, history_of
 from workers.agent.providers.base import Answer, StreamStopped, ToolCallRequest
-from workers.agent.speech import Speaker
+from workers.agent.reply_sentences import Speaker
 from workers.runtime import completion, ending, handoff
 from workers.runtime.retry import ProviderError
 from workers.runtime.stage import Stage
 from workers.runtime.trust import effect_problem
-from workers.toolkit.policy import cap_calls
+from workers.tool_registry.policy import cap_calls
 
 
 def run_step(stage: Stage, job: AgentStep, opened: Opened, reply_chars: int = 0) -> None:
@@ -42,12 +42,12 @@ def run_step(stage: Stage, job: AgentStep, opened: Opened, reply_chars: int = 0)
     answer = _answer(stage, step, history, opened, reply_chars)
     if answer is None or stage.should_stop():
         return
-    if answer.tool_calls and step >= rt.settings.max_steps:
-        text = (f"Sorry, I couldn't finish that: I stopped after {rt.settings.max_steps} steps "
-                "without an answer.")
+    if answer.tool_calls and step >= rt.settings.agent.max_steps:
+        text = (f"Sorry, I couldn't finish that: I stopped after {rt.settings.agent.max_steps} "
+                "steps without an answer.")
         history.extend_in(stage.once(f"history-{step}"), [msg.assistant(text)]).run()
         _give_up(stage, ErrorCode.LLM_STEP_CAP,
-                 f"the agent loop reached its cap of {rt.settings.max_steps} steps", say=text)
+                 f"the agent loop reached its cap of {rt.settings.agent.max_steps} steps", say=text)
         return
     if answer.tool_calls:
         history.extend_in(stage.once(f"history-{step}"), [msg.assistant_tool_calls(
@@ -82,7 +82,7 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened,
         with span("llm.complete", step=step, provider=model.name):
             answer = model.complete(messages, _offered(stage), deadline=spec.deadline,
                                     on_text=speaker.on_text)
-        if not (answer.tool_calls and step >= rt.settings.max_steps):
+        if not (answer.tool_calls and step >= rt.settings.agent.max_steps):
             speaker.cut_rest(answer.text)  # sent once the answer is stored (below)
         else:
             speaker.flush()
@@ -99,7 +99,7 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened,
         ).call("HSET", turn_key, field, json.dumps(record))
         stored = record_step_in(answered, rt.keys, spec, step, tokens=prepared.tokens,
                                 limit=prepared.limit, messages=len(messages),
-                                ttl_s=rt.settings.session_ttl_s).run()
+                                ttl_s=rt.settings.turns.session_ttl_s).run()
         if stored is None:  # another delivery of this step stored its answer first: use that
             return _replay(stage, step, json.loads(rt.redis.hget(turn_key, field) or b"{}"))
         stage.crash_point("agent.after-answer")
@@ -145,7 +145,7 @@ def _dispatch_tools(stage: Stage, step: int, calls: list[ToolCallRequest]) -> No
     """
     spec = stage.spec
     now = time.time()
-    run, _refused = cap_calls(calls, stage.rt.settings.max_tool_calls_per_answer)
+    run, _refused = cap_calls(calls, stage.rt.settings.agent.max_tool_calls_per_answer)
     jobs = [ToolCallJob(turn_id=spec.turn_id, step=step, call_id=c.id, name=c.name,
                         arguments=c.arguments, calls=len(run), session_id=spec.session_id,
                         device=spec.device, enqueued_at=now)

@@ -18,7 +18,7 @@ from workers.runtime import ending
 from workers.runtime.join import read_outcomes
 from workers.runtime.stage import begin
 from workers.runtime.trust import step_problem
-from workers.toolkit.policy import capped_message
+from workers.tool_registry.policy import capped_message
 
 _LIMITS = {"time_limit": TIME_LIMITS["agent"], "soft_time_limit": TIME_LIMITS["agent"] - 10}
 
@@ -68,7 +68,7 @@ def resume(self: Task, *args: Any) -> None:
         asking = json.loads(previous or b"{}")  # the answer that asked for the tools
         made = asking.get("calls", [])
         calls = [c["id"] for c in made]
-        limit = rt.settings.max_tool_calls_per_answer
+        limit = rt.settings.agent.max_tool_calls_per_answer
         ran = read_outcomes(rt, ajob.turn_id, calls[:limit])
         # A side effect held back for the person's yes: the system asks about the first one,
         # and its question is this step's answer (the model is not asked).

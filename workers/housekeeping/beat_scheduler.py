@@ -40,8 +40,8 @@ def beat_config(settings: Settings) -> dict[str, Any]:
     """
     from urllib.parse import unquote, urlsplit, urlunsplit
 
-    parts = urlsplit(settings.redis_url)
-    url, auth = settings.redis_url, {}
+    parts = urlsplit(settings.redis.url)
+    url, auth = settings.redis.url, {}
     sentinels = sentinel_address(settings)
     if sentinels is not None:  # RedBeat's own form: its scheduler and lock follow the primary
         url = f"redis-sentinel://{sentinels.sentinels[0][0]}:{sentinels.sentinels[0][1]}/"
@@ -58,7 +58,7 @@ def beat_config(settings: Settings) -> dict[str, Any]:
         "beat_scheduler": SCHEDULER,
         "beat_max_loop_interval": LOOP_S,
         "redbeat_redis_url": url,
-        "redbeat_key_prefix": Keys(settings.key_prefix).redbeat_prefix(),
+        "redbeat_key_prefix": Keys(settings.redis.key_prefix).redbeat_prefix(),
         "redbeat_lock_timeout": LOCK_TIMEOUT_S,
         "redbeat_redis_options": {
             "socket_timeout": 10,

@@ -2,7 +2,7 @@
 
 Every worker process, whatever queues it consumes, runs the loop in a thread; one at a time
 does the work, holding a turn in Redis (as the broker's sweeper does,
-:func:`voxqueue.broker_sweeps.hold_sweep_turn_in`), so any worker layout fires timers and ends
+:func:`voxqueue.broker.sweeps.hold_sweep_turn_in`), so any worker layout fires timers and ends
 overdue turns. The holder sleeps on Redis (``BLPOP`` of a wake list) until the soonest of the
 next timer's due time, the nearest turn deadline and ``MAX_WAIT_S``, and renews its turn each
 round; adding a timer, or a turn due within ``MAX_WAIT_S``, pushes onto the wake list, so one
@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 import structlog
 from celery.signals import worker_ready, worker_shutdown
 
-from voxqueue.broker_sweeps import hold_sweep_turn_in, release_sweep_turn
+from voxqueue.broker.sweeps import hold_sweep_turn_in, release_sweep_turn
 from voxqueue.turns import HOUSEKEEPING_SLEEP_S, TurnStore
+from workers.housekeeping.due_timers import fire_due
 from workers.housekeeping.sweep import end_overdue
-from workers.housekeeping.timers import fire_due
-from workers.toolkit.timer_store import TimerStore
+from workers.tool_registry.timer_store import TimerStore
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -57,8 +57,11 @@ HOLD_MARGIN_S = 1.5
 class Housekeeper:
     """The loop of one process (see the module's doc)."""
 
-    def __init__(self, store: TurnStore, *, max_wait_s: float = MAX_WAIT_S) -> None:
+    def __init__(self, store: TurnStore, *, max_wait_s: float = MAX_WAIT_S,
+                 clock: Callable[[], float] = time.time) -> None:
         self.store = store
+        self.clock = clock
+        """Wall clock (epoch seconds) that due times and deadlines are compared with."""
         self.r, self.keys = store.r, store.keys
         self.timers = TimerStore(store.r, store.keys)
         self.max_wait_s = max_wait_s
@@ -66,6 +69,9 @@ class Housekeeper:
         self.turn = store.keys.housekeeping_turn()  # (one per key prefix)
         self.holds = False
         """Whether this loop held the turn at its last try."""
+        self.looks = 0
+        """How many times this loop has tried for the turn (and, holding it, done a round)
+        before going to sleep; tests wait on it."""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="voxqueue-housekeeping",
                                         daemon=True)
@@ -82,6 +88,9 @@ class Housekeeper:
                 pipe = self.r.pipeline(transaction=False)
                 pipe.lpush(self.keys.housekeeping_handoff(), b"1")
                 pipe.ltrim(self.keys.housekeeping_handoff(), 0, 0)
+                # This loop's own sleep (the holder's) ends too: it sees the stop at once.
+                pipe.lpush(self.keys.timers_wake(), b"1")
+                pipe.ltrim(self.keys.timers_wake(), 0, 0)
                 pipe.execute()
         except Exception as exc:  # Redis away: the turn lapses by itself
             log.warning("housekeeping turn not handed over", error=str(exc))
@@ -95,18 +104,18 @@ class Housekeeper:
     def round(self) -> float:
         """Fire what is due, end what is overdue; returns how long to sleep until the next."""
         timer_at, deadline = self._soonest()
-        now = time.time()
+        now = self.clock()
         timers_due = timer_at is not None and timer_at <= now
         turns_due = deadline is not None and deadline <= now
         if timers_due:
-            fire_due(self.timers)
+            fire_due(self.timers, now)
         if turns_due:
-            end_overdue(self.store)
+            end_overdue(self.store, now)
         if timers_due or turns_due:  # (more than one round's worth may have been due)
             timer_at, deadline = self._soonest()
-        wake_at = min(t for t in (time.time() + self.max_wait_s, timer_at, deadline)
-                      if t is not None)
-        return max(0.0, wake_at - time.time())
+        now = self.clock()
+        wake_at = min(t for t in (now + self.max_wait_s, timer_at, deadline) if t is not None)
+        return max(0.0, wake_at - now)
 
     def _soonest(self) -> tuple[float | None, float | None]:
         """The next timer's due time and the nearest turn deadline (None: there is none)."""
@@ -119,10 +128,12 @@ class Housekeeper:
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                if not self.hold_turn():
+                held = self.hold_turn()
+                wait = self.round() if held else 0.0
+                self.looks += 1
+                if not held:
                     self.r.blpop([self.keys.housekeeping_handoff()], timeout=self.max_wait_s)
                     continue
-                wait = self.round()
                 if wait >= MIN_WAIT_S:
                     # Returns early when a timer is added (``TimerStore.new`` pushes a wake).
                     self.r.blpop([self.keys.timers_wake()], timeout=wait)

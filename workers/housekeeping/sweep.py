@@ -10,11 +10,12 @@ from voxqueue.turns import TurnNotFound, TurnStore
 log = structlog.get_logger("voxqueue.monitor")
 
 
-def end_overdue(store: TurnStore) -> int:
-    """End every active turn past its deadline with a timeout error; returns how many ended
-    here (a turn ends once, whoever else sweeps)."""
+def end_overdue(store: TurnStore, now: float | None = None) -> int:
+    """End every active turn past its deadline at ``now`` (epoch seconds; default: the time)
+    with a timeout error; returns how many ended here (a turn ends once, whoever else
+    sweeps)."""
     ended = 0
-    for turn_id in store.overdue():
+    for turn_id in store.overdue(now):
         try:
             spec = store.spec(turn_id)
         except TurnNotFound:

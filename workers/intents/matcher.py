@@ -24,9 +24,9 @@ from hassil.parse_expression import parse_sentence
 from hassil.recognize import RecognizeResult
 from pydantic import ValidationError
 
-from workers.intents.numbers import words_to_numbers
 from workers.intents.vocabulary import choices, is_number
-from workers.toolkit.registry import Tool, ToolRegistry
+from workers.intents.words_to_numbers import words_to_numbers
+from workers.tool_registry.registry import Tool, ToolRegistry
 
 log = logging.getLogger(__name__)
 

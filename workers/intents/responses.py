@@ -13,7 +13,7 @@ from hassil.parse_expression import parse_sentence
 
 from workers.intents.matcher import IntentMatcher
 from workers.intents.vocabulary import is_number, spoken_values
-from workers.toolkit.registry import Tool
+from workers.tool_registry.registry import Tool
 
 log = logging.getLogger(__name__)
 

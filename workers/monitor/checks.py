@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from workers.monitor.conditions import ConditionError, json_path
 from workers.monitor.monitors import Monitor, State, from_settings
-from workers.toolkit import probes
-from workers.toolkit.net import BlockedURLError, ResponseTooLarge, host_of, safe_get
+from workers.tool_registry import probes
+from workers.tool_registry.net import BlockedURLError, ResponseTooLarge, host_of, safe_get
 
 if TYPE_CHECKING:
     from workers.runtime.resources import Runtime
@@ -66,7 +66,7 @@ def check_http(monitor: Monitor, rt: Runtime) -> CheckResult:
             rt.settings,
             allow=_allow(monitor, rt),
             max_bytes=HTTP_MAX_BYTES,
-            timeout_s=min(rt.settings.fetch_timeout_s, max(1.0, monitor.every)),
+            timeout_s=min(rt.settings.tools.fetch_timeout_s, max(1.0, monitor.every)),
         )
     except BlockedURLError as exc:
         return CheckResult("error", None, str(exc))
@@ -90,7 +90,7 @@ def check_json(monitor: Monitor, rt: Runtime) -> CheckResult:
             rt.settings,
             allow=_allow(monitor, rt),
             headers={"Accept": "application/json"},
-            timeout_s=min(rt.settings.fetch_timeout_s, max(1.0, monitor.every)),
+            timeout_s=min(rt.settings.tools.fetch_timeout_s, max(1.0, monitor.every)),
         )
         if not answer.ok:
             return CheckResult("error", None, f"{monitor.target} answered {answer.status}")
@@ -141,11 +141,13 @@ def check_workers_missing(monitor: Monitor, rt: Runtime) -> CheckResult:
     return _decide(monitor, lambda f: fewest, detail)
 
 
-def provider_error_rate(rt: Runtime, stage: str, window_s: float) -> tuple[float, int, int]:
-    """(rate, failed, ended): turns ended within the window, and how many of them a provider
-    (of ``stage``; all when empty) failed, read from the ended-turns stream."""
+def provider_error_rate(rt: Runtime, stage: str, window_s: float, *,
+                        clock: Callable[[], float] = time.time) -> tuple[float, int, int]:
+    """(rate, failed, ended): turns ended within the window up to ``clock()`` (a wall clock),
+    and how many of them a provider (of ``stage``; all when empty) failed, read from the
+    ended-turns stream."""
     codes = PROVIDER_CODES.get(stage) or set().union(*PROVIDER_CODES.values())
-    since_ms = int((time.time() - window_s) * 1000)
+    since_ms = int((clock() - window_s) * 1000)
     entries: Any = rt.redis.xrange(rt.keys.ended_turns(), min=f"{since_ms}-0", max="+")
     ended = failed = 0
     for _id, fields in entries:
@@ -176,7 +178,7 @@ def _error_code(rt: Runtime, raw_turn_id: bytes | None) -> str | None:
 
 def check_provider_errors(monitor: Monitor, rt: Runtime) -> CheckResult:
     """The share of recently ended turns that a provider failed."""
-    window = rt.settings.monitor_error_window_s
+    window = rt.settings.monitors.error_window_s
     rate, failed, ended = provider_error_rate(rt, monitor.target, window)
     who = f"the {monitor.target} provider" if monitor.target else "providers"
     detail = f"{who} failed {failed} of {ended} turns in the last {window / 60:g} min ({rate:.0%})"

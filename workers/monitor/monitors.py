@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from voxqueue.keys import Keys
 from voxqueue.settings import QUEUES, Settings
 from workers.monitor.conditions import Condition, parse
-from workers.toolkit.context import owner_of
+from workers.tool_registry.context import owner_of
 
 Kind = Literal["http", "json", "queue_depth", "workers_missing", "provider_errors"]
 KINDS: tuple[str, ...] = Kind.__args__  # type: ignore[attr-defined]
@@ -152,7 +152,7 @@ def settings_monitors(
     """The valid monitors of ``VOXQUEUE_MONITORS`` (``session`` may name ``session_id``);
     each invalid one is passed to ``on_invalid`` with the reason, and skipped."""
     found: list[Monitor] = []
-    for raw in settings.monitors:
+    for raw in settings.monitors.configured:
         spec = dict(raw)
         if "session" in spec:
             spec["session_id"] = spec.pop("session")

@@ -35,7 +35,7 @@ def run_check(self: Task, name: str) -> str:
         unschedule_monitor(rt.celery, name)
         return "deleted"
     result = checks.run_check(monitor, rt)
-    change = Alerter(rt.redis, rt.keys, rt.settings.session_ttl_s).record(monitor, result)
+    change = Alerter(rt.redis, rt.keys, rt.settings.turns.session_ttl_s).record(monitor, result)
     if change.alerted:
         log.warning("monitor alert", monitor=name, old=change.old, new=change.new, text=change.text)
     return result.state

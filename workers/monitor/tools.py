@@ -22,16 +22,16 @@ from workers.monitor.monitors import (
     scoped_name,
 )
 from workers.monitor.schedule import RUN_CHECK, schedule_monitor, unschedule_monitor
-from workers.toolkit.context import current_call, owner, runtime
-from workers.toolkit.egress import check_model_url
-from workers.toolkit.net import Allowlist, check_url
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import current_call, owner, runtime
+from workers.tool_registry.egress import check_model_url
+from workers.tool_registry.net import Allowlist, check_url
+from workers.tool_registry.registry import tool
 
 __all__ = ["create_monitor", "delete_monitor", "list_monitors", "monitor_status"]
 
 
-#: The whole system holds at most this many times ``monitor_max_count`` monitors (each owner
-#: holds at most ``monitor_max_count``).
+#: The whole system holds at most this many times ``monitors.max_count`` monitors (each owner
+#: holds at most ``monitors.max_count``).
 SYSTEM_CAP_FACTOR = 10
 
 def _store() -> MonitorStore:
@@ -60,7 +60,7 @@ def _visible(monitor: Monitor, who: str) -> bool:
 def _take_slot(who: str) -> None:
     """Count one creation against the owner's hourly limit, or refuse it."""
     rt = runtime()
-    limit = rt.settings.monitor_creates_per_hour
+    limit = rt.settings.monitors.creates_per_hour
     now = time.time()
     taken = rt.redis.register_script(_TAKE_SLOT)(
         keys=[rt.keys.monitor_creates(who)], args=[repr(now), CREATE_WINDOW_S, limit, repr(now)])
@@ -119,17 +119,17 @@ def create_monitor(
         target = "https://" + target
     who = owner()
     # A cap per owner (another's count is none of its business), and one for the whole system.
-    if sum(m.owner == who for m in store.all()) >= rt.settings.monitor_max_count:
+    if sum(m.owner == who for m in store.all()) >= rt.settings.monitors.max_count:
         raise ValueError(
-            f"you have {rt.settings.monitor_max_count} monitors already: delete one first")
-    if store.count() >= SYSTEM_CAP_FACTOR * rt.settings.monitor_max_count:
+            f"you have {rt.settings.monitors.max_count} monitors already: delete one first")
+    if store.count() >= SYSTEM_CAP_FACTOR * rt.settings.monitors.max_count:
         raise ValueError("the assistant watches too many things already: try again later")
     label = " ".join(name.lower().split()).replace(" ", "-") or name_for(kind, target)
     if not name and store.get(scoped_name(label, who)) is not None:
         label = next(f"{label}-{n}" for n in range(2, 1000)
                      if store.get(scoped_name(f"{label}-{n}", who)) is None)
     chosen = scoped_name(label, who)
-    shortest = rt.settings.monitor_min_every_s
+    shortest = rt.settings.monitors.min_every_s
     call = current_call()
     try:
         monitor = Monitor(
@@ -147,7 +147,7 @@ def create_monitor(
         ) from None
     if kind in ("http", "json"):  # refuse now what the check would refuse every time
         check_model_url(monitor.target, rt.settings, named_host=False)  # nothing leaves in it
-        check_url(monitor.target, Allowlist.parse(rt.settings.url_allowlist))
+        check_url(monitor.target, Allowlist.parse(rt.settings.tools.url_allowlist))
     if store.get(chosen) is not None:
         raise ValueError(f"you have a monitor named {label!r} already: pick another name")
     _take_slot(who)

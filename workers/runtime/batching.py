@@ -3,7 +3,7 @@ thread, so a short pause lets the next pieces pile up and they are read at once;
 pauses after a read that waited or once the pile is read (:class:`Arrival` says when), and
 never for less than two pieces' interval. Used where the listener has audio in hand to cover
 the pause: the voice's stream (``workers/tts/chunking.py``) and the model's tokens once a
-sentence is out (``workers/agent/speech.py``)."""
+sentence is out (``workers/agent/reply_sentences.py``)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
 """When a turn is complete: which sentences are to be spoken, which are done; the last one ends
 the turn. Every stage that speaks or ends a turn goes through here.
 
-Pieces of the reply (a sentence, or later sentences gathered: ``workers/agent/speech.py``) get
-contiguous sequence numbers as they are produced (so a player knows what comes
-next); the number of sentences is known only when the reply is complete (``close``). Whichever
-finishes last (the final sentence's TTS task or the agent closing the reply) ends the turn.
-Each step is idempotent, so an attempt that died half way is completed by the next one.
+Pieces of the reply (a sentence, or later sentences gathered: ``workers/agent/reply_sentences.py``)
+get contiguous sequence numbers as they are produced (so a player knows what comes next); the number
+of sentences is known only when the reply is complete (``close``). Whichever finishes last (the
+final sentence's TTS task or the agent closing the reply) ends the turn. Each step is idempotent, so
+an attempt that died half way is completed by the next one.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from voxqueue.contracts import TurnEvent, TurnSpec
-from voxqueue.effects import Fence, Fenced
+from voxqueue.once import Fence, Fenced
 from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.resources import Runtime
 
@@ -106,7 +106,7 @@ def allocate(rt: Runtime, turn_id: str, name: str, sentences: int = 1, *,
     keys = [rt.keys.turn(turn_id), rt.keys.marker(turn_id, f"seq:{name}"), key,
             fence.key if fence else "", *(k for k, _ in counters)]
     seq, new, sent, extent = rt.script(_ALLOCATE)(
-        keys=keys, args=[rt.settings.turn_ttl_s, sentences, fence.attempt if fence else 0,
+        keys=keys, args=[rt.settings.turns.ttl_s, sentences, fence.attempt if fence else 0,
                          chars, *(ttl for _, ttl in counters), *texts])
     if int(seq) == -1:
         raise Fenced(f"turn {turn_id}: a newer attempt owns the piece {name}")
@@ -136,7 +136,7 @@ def sentence_done(rt: Runtime, spec: TurnSpec, seq: int, *, fence: Fence | None 
     (``tts-end``) appended just before, unless the turn has ended."""
     keys = [rt.keys.turn(spec.turn_id), rt.keys.tts_done(spec.turn_id),
             fence.key if fence else "", job_done or ""]
-    args: list[Any] = [seq, rt.settings.turn_ttl_s, fence.attempt if fence else 0]
+    args: list[Any] = [seq, rt.settings.turns.ttl_s, fence.attempt if fence else 0]
     if event is not None:
         keys += [rt.keys.events(spec.turn_id), rt.keys.ended(spec.turn_id)]
         args += [event.model_dump_json(), STREAM_MAXLEN]

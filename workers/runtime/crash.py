@@ -40,7 +40,7 @@ ALL_POINTS = frozenset(p for points in POINTS.values() for p in points)
 
 def crash_point(rt: Runtime, name: str, spec: TurnSpec) -> None:
     """SIGKILL this process here when the test settings arm ``name`` for this turn."""
-    armed = rt.settings.crash_at
+    armed = rt.settings.redis.crash_at
     if not armed:
         return
     if name not in ALL_POINTS:
@@ -52,19 +52,19 @@ def crash_point(rt: Runtime, name: str, spec: TurnSpec) -> None:
     elif name not in {p.strip() for p in armed.split(",")}:
         return
     if not rt.redis.set(rt.keys.marker(spec.turn_id, f"crash:{name}"), b"1", nx=True,
-                        ex=rt.settings.turn_ttl_s):
+                        ex=rt.settings.turns.ttl_s):
         return
     rt.redis.set(rt.keys.crash_fired(spec.turn_id), json.dumps(
-        {"point": name, "ts": time.time(), "pid": os.getpid()}), ex=rt.settings.turn_ttl_s)
+        {"point": name, "ts": time.time(), "pid": os.getpid()}), ex=rt.settings.turns.ttl_s)
     os.kill(os.getpid(), signal.SIGKILL)
 
 
 def warn_if_armed(settings: Settings) -> bool:
     """Log a loud warning when crash points are armed (a stray ``.env`` can do it): this
     process will SIGKILL itself at them. Returns whether they are."""
-    if not settings.crash_at:
+    if not settings.redis.crash_at:
         return False
     log.warning("CRASH POINTS ARMED: this worker SIGKILLs itself at them (tests only); unset "
                 "VOXQUEUE_CRASH_AT (environment or .env) in production",
-                crash_at=settings.crash_at)
+                crash_at=settings.redis.crash_at)
     return True

@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from celery.exceptions import SoftTimeLimitExceeded
 
 from voxqueue.contracts import ErrorCode, TtsJob, TurnEvent
-from voxqueue.effects import Fenced
+from voxqueue.once import Fenced
 from workers.runtime import completion, handoff
 from workers.runtime.stage import Stage
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from voxqueue.celery_config import AGENT_STEP, STT_TRANSCRIBE, TTS_SPEAK
 from voxqueue.contracts.jobs import _Job
-from voxqueue.otel import inject
+from voxqueue.observability.otel import inject
 from workers.runtime.resources import Runtime
 from workers.runtime.stage import Stage
 
@@ -42,7 +42,7 @@ def sent_before(stage: Stage, what: str) -> bool:
 
 def mark_sent(stage: Stage, what: str) -> None:
     rt = stage.rt
-    rt.redis.set(rt.keys.marker(stage.turn_id, what), b"1", ex=rt.settings.turn_ttl_s)
+    rt.redis.set(rt.keys.marker(stage.turn_id, what), b"1", ex=rt.settings.turns.ttl_s)
 
 
 def fan_out(stage: Stage, task_name: str, jobs: Sequence[_Job], what: str) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from voxqueue.celery_config import AGENT_RESUME
 from voxqueue.contracts import AgentStep, ToolCallJob, ToolOutcome
-from voxqueue.effects import Once
+from voxqueue.once import Once
 from workers.runtime import handoff
 from workers.runtime.resources import Runtime
 
@@ -29,7 +29,7 @@ from workers.runtime.resources import Runtime
 def record_in(once: Once, rt: Runtime, job: ToolCallJob, outcome: ToolOutcome) -> Once:
     """Add to ``once`` the outcome's store and the call's count in the join; the last result
     of ``once.run()`` is then how many calls of the step have an outcome."""
-    ttl = rt.settings.turn_ttl_s
+    ttl = rt.settings.turns.ttl_s
     join = rt.keys.tool_join(job.turn_id, job.step)
     return (once.call("SET", rt.keys.tool_outcome(job.turn_id, job.call_id),
                       outcome.model_dump_json(), "EX", ttl)

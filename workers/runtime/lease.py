@@ -2,17 +2,17 @@
 
 kombu's Redis transport keeps every delivered, unacknowledged message in the ``unacked`` hash,
 with its delivery time in the ``unacked_index`` sorted set; each ``unacked_restore_interval``
-one worker process (``voxqueue.broker.QoS``) sweeps that index and puts back in its queue
+one worker process (``voxqueue.broker.transport.QoS``) sweeps that index and puts back in its queue
 whatever is older than the ``visibility_timeout``. With a short visibility timeout (the lease,
 a few seconds) that sweep would hand out running tasks too, so each worker process renews what
 it holds: every quarter lease it re-scores its own deliveries (``ZADD unacked_index XX now
 tag``). A worker that dies, in any pool, stops renewing, and its tasks are back in their queue
 one lease later. Every score, and the sweep's threshold, is Redis's time (``TIME`` inside the
-scripts of :mod:`voxqueue.broker_sweeps`), so hosts' clocks need not agree.
+scripts of :mod:`voxqueue.broker.sweeps`), so hosts' clocks need not agree.
 
 A task past its hard time limit loses its lease as well: the threads pool cannot stop a
 thread, so the task is handed to another worker, and the stuck one is fenced (its writes are
-dropped, see :mod:`voxqueue.effects`). At the soft limit the stuck thread first gets
+dropped, see :mod:`voxqueue.once`). At the soft limit the stuck thread first gets
 ``SoftTimeLimitExceeded`` raised in it, as the prefork pool would do.
 """
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import ctypes
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +29,7 @@ import redis
 import structlog
 from celery.exceptions import SoftTimeLimitExceeded
 
-from voxqueue.broker_sweeps import stamp_leases
+from voxqueue.broker.sweeps import stamp_leases
 
 log = structlog.get_logger("voxqueue.lease")
 
@@ -49,8 +50,10 @@ class LeaseKeeper:
     """One thread per worker process renewing the leases of every message the process holds."""
 
     def __init__(self, consumer: Any, r: redis.Redis, lease_s: float,
-                 enforce_limits: bool) -> None:
+                 enforce_limits: bool, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.consumer = consumer
+        self.clock = clock
+        """What tasks' time limits are measured on (leases are on Redis's clock)."""
         self.r = r
         self.lease_s = lease_s
         self.enforce_limits = enforce_limits  # threads pool: nobody else enforces them
@@ -74,7 +77,7 @@ class LeaseKeeper:
     # -- tasks of this process (threads pool) -------------------------------------------------
     def task_started(self, task_id: str, tag: str | None, soft: float | None,
                      hard: float | None) -> None:
-        self.running[task_id] = Running(tag, threading.get_ident(), time.monotonic(), soft, hard)
+        self.running[task_id] = Running(tag, threading.get_ident(), self.clock(), soft, hard)
 
     def task_ended(self, task_id: str) -> None:
         self.running.pop(task_id, None)
@@ -129,7 +132,7 @@ class LeaseKeeper:
 
     def _enforce_limits(self) -> set[str]:
         """Interrupt tasks past their soft limit; return the tags of those past the hard one."""
-        now = time.monotonic()
+        now = self.clock()
         expired: set[str] = set()
         for task_id, run in list(self.running.items()):
             elapsed = now - run.started

@@ -18,7 +18,7 @@ from celery.signals import (
     worker_ready,
 )
 
-from voxqueue.redaction import redact_event
+from voxqueue.observability.redaction import redact_event
 from voxqueue.settings import get_settings
 from workers.runtime import task_spans
 from workers.runtime.crash import warn_if_armed
@@ -41,7 +41,7 @@ STAGE_OF = {"stt": "stt", "agent": "llm", "tts": "tts"}
 def configure_logging(loglevel: Any = None, **_: Any) -> None:
     """One JSON object per line, for Celery's own records and ours alike."""
     level = loglevel if isinstance(loglevel, int) else getattr(
-        logging, str(loglevel or get_settings().log_level).upper(), logging.INFO)
+        logging, str(loglevel or get_settings().observability.log_level).upper(), logging.INFO)
     shared: list[Any] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
@@ -82,7 +82,7 @@ def warm_up(rt: Runtime, queues: frozenset[str]) -> None:
                 getattr(rt, attr)
             except Exception as exc:  # a missing key is reported per turn, not fatal here
                 log.warning("provider not ready", queue=queue, provider=attr, error=str(exc))
-    stages = {STAGE_OF[q]: rt.settings.providers_in_use()[STAGE_OF[q]]
+    stages = {STAGE_OF[q]: rt.settings.providers.in_use()[STAGE_OF[q]]
               for q in queues if q in STAGE_OF}
     if stages:
         try:
@@ -95,9 +95,9 @@ def warm_up(rt: Runtime, queues: frozenset[str]) -> None:
 def start_lease(rt: Runtime, consumer: Any, *, enforce_limits: bool) -> None:
     """Keep this worker's tasks leased while it lives (``workers/runtime/lease.py``). In the
     prefork pool the pool itself enforces time limits; elsewhere the lease keeper does."""
-    rt.lease = LeaseKeeper(consumer, rt.redis, rt.settings.visibility_timeout, enforce_limits)
+    rt.lease = LeaseKeeper(consumer, rt.redis, rt.settings.redis.visibility_timeout, enforce_limits)
     rt.lease.start()
-    log.info("lease keeper started", lease_s=rt.settings.visibility_timeout,
+    log.info("lease keeper started", lease_s=rt.settings.redis.visibility_timeout,
              enforces_time_limits=enforce_limits)
 
 

@@ -16,9 +16,9 @@ def make_openai(settings: Settings, what: str) -> openai.OpenAI:
     import openai
 
     return openai.OpenAI(
-        api_key=settings.require_openai_key(what),
-        base_url=settings.openai_base_url,
-        timeout=settings.provider_timeout_s,
+        api_key=settings.providers.require_openai_key(what),
+        base_url=settings.providers.openai_base_url,
+        timeout=settings.providers.timeout_s,
         max_retries=0,
     )
 

@@ -2,7 +2,7 @@
 the turn store, the Celery app to send with, and the providers its queues use.
 
 Tasks get it from their own app (``workers.runtime.stage.begin``); tools from their call
-(``workers.toolkit.context.runtime``). What to build is wired in ``workers.wiring``.
+(``workers.tool_registry.context.runtime``). What to build is wired in ``workers.wiring``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from voxqueue.keys import Keys
 from voxqueue.redis_conn import connect
 from voxqueue.settings import Settings
 from voxqueue.turns import TurnStore
-from workers.runtime.timers import Timers
+from workers.runtime.delayed_calls import Timers
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from workers.agent.providers.base import ChatModel
     from workers.runtime.lease import LeaseKeeper
     from workers.stt.providers.base import Transcriber
-    from workers.toolkit.registry import ToolRegistry
+    from workers.tool_registry.registry import ToolRegistry
     from workers.tts.providers.base import Synthesizer
 
 T = TypeVar("T")
@@ -56,7 +56,7 @@ class Runtime:
     def __init__(self, settings: Settings, builders: Builders,
                  celery: Celery | None = None) -> None:
         self.settings = settings
-        self.keys = Keys(settings.key_prefix)
+        self.keys = Keys(settings.redis.key_prefix)
         self._builders = builders
         self._celery = celery
         self._lock = threading.RLock()
@@ -72,8 +72,8 @@ class Runtime:
 
     @cached_property
     def store(self) -> TurnStore:
-        return TurnStore(self.redis, self.keys, self.settings.turn_ttl_s,
-                         self.settings.session_ttl_s)
+        return TurnStore(self.redis, self.keys, self.settings.turns.ttl_s,
+                         self.settings.turns.session_ttl_s)
 
     @cached_property
     def celery(self) -> Celery:

@@ -17,7 +17,7 @@ from celery import Task
 
 from voxqueue.contracts import ErrorCode, EventType, TurnEvent, TurnSpec
 from voxqueue.contracts.jobs import _Job
-from voxqueue.effects import Fence, Fenced, Once, deliver_in
+from voxqueue.once import Fence, Fenced, Once, deliver_in
 from voxqueue.redis_conn import durable
 from voxqueue.turns import STREAM_MAXLEN
 from workers.runtime.crash import crash_point
@@ -87,7 +87,7 @@ class Stage:
         try:
             Once(self.rt.redis, fence=self.fence).call(
                 "SET", self.rt.keys.job_done(self.task_id), b"1", "EX",
-                self.rt.settings.turn_ttl_s).run()
+                self.rt.settings.turns.ttl_s).run()
         except Fenced:
             self.log.warning("a newer delivery of this job took over; not marked done by this one")
 
@@ -175,7 +175,7 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
     pipe = rt.redis.pipeline(transaction=False)
     pipe.hget(k.turn(job.turn_id), "spec")
     deliver_in(pipe, deliveries=k.deliveries(task_id), owner=k.job_owner(task_id),
-               unacked=unacked_key(task), tag=delivery_tag(task), ttl_s=rt.settings.turn_ttl_s)
+               unacked=unacked_key(task), tag=delivery_tag(task), ttl_s=rt.settings.turns.ttl_s)
     pipe.exists(k.ended(job.turn_id), k.cancel(job.turn_id))
     pipe.exists(k.job_done(task_id))
     if sentence is not None:
@@ -215,7 +215,7 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
         return None
     if flags and stage.should_stop():  # ended or cancelled: let should_stop say which
         return None
-    if stage.attempt > rt.settings.max_deliveries:
+    if stage.attempt > rt.settings.redis.max_deliveries:
         stage.log.error("task delivered too many times", attempts=stage.attempt)
         rt.store.finish(spec, "error", (
             ErrorCode.REDELIVERY_CAP,

@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 from celery.signals import task_failure, task_postrun, task_prerun
 
-from voxqueue import otel
+from voxqueue.observability import otel
 from voxqueue.settings import get_settings
 
 _open: dict[tuple[str, int], otel.TaskSpan] = {}
@@ -104,7 +104,7 @@ def _on_postrun(task_id: str | None = None, state: str | None = None, **_: Any) 
 def install(role_of: Callable[[], str]) -> bool:
     """Connect the hooks when tracing is enabled; True when connected. ``role_of`` names the
     worker (its queues) for the spans' service."""
-    if not get_settings().otel_enabled:
+    if not get_settings().observability.otel_enabled:
         return False
     _role[:] = [role_of]
     task_prerun.connect(_on_prerun, weak=False, dispatch_uid="voxqueue-trace-prerun")

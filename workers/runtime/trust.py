@@ -17,19 +17,19 @@ CLOCK_SLACK_S = 30.0
 
 def spec_problem(spec: TurnSpec, settings: Settings, keys: Keys) -> str | None:
     """Why this turn must not be worked on, or None: every limit is this worker's own."""
-    if spec.text is not None and len(spec.text) > settings.max_text_chars:
+    if spec.text is not None and len(spec.text) > settings.turns.max_text_chars:
         return (f"its text has {len(spec.text)} characters, over the limit of "
-                f"{settings.max_text_chars}")
+                f"{settings.turns.max_text_chars}")
     if spec.created_at > time.time() + CLOCK_SLACK_S:
         return "it was made in the future"
-    if spec.deadline - spec.created_at > settings.max_deadline_s + CLOCK_SLACK_S:
+    if spec.deadline - spec.created_at > settings.turns.max_deadline_s + CLOCK_SLACK_S:
         return (f"its deadline is {spec.deadline - spec.created_at:.0f} s after its start, over "
-                f"the ceiling of {settings.max_deadline_s:.0f} s")
+                f"the ceiling of {settings.turns.max_deadline_s:.0f} s")
     own_key = keys.speech(spec.turn_id) if spec.audio_stream else keys.audio(spec.turn_id)
     if spec.audio_key is not None and spec.audio_key != own_key:
         return "its audio is not under the turn's own key"
-    if (spec.audio_seconds or 0.0) > settings.max_audio_seconds + 1:
-        return f"its audio is {spec.audio_seconds} s, over {settings.max_audio_seconds} s"
+    if (spec.audio_seconds or 0.0) > settings.turns.max_audio_seconds + 1:
+        return f"its audio is {spec.audio_seconds} s, over {settings.turns.max_audio_seconds} s"
     return None
 
 
@@ -49,8 +49,8 @@ def call_problem(job: ToolCallJob, stored_answer: Any) -> str | None:
 
 def step_problem(step: int, settings: Settings, previous_answer: Any) -> str | None:
     """Why agent step ``step`` must not run: past the cap, or not following a tool answer."""
-    if step > settings.max_steps + 1:
-        return f"step {step} is past the cap of {settings.max_steps}"
+    if step > settings.agent.max_steps + 1:
+        return f"step {step} is past the cap of {settings.agent.max_steps}"
     if step > 1 and (previous_answer is None
                      or not json.loads(previous_answer).get("calls")):
         return f"step {step - 1} of this turn asked for no tools"

@@ -1,4 +1,4 @@
-"""Speech read from its stream while it is spoken (``voxqueue.speech_stream``).
+"""Speech read from its stream while it is spoken (``voxqueue.client.direct``).
 
 The STT job starts with the speech. As the audio arrives, pauses are found (webrtcvad, 20 ms
 frames); at each pause an offline engine decodes the words so far and the turn gets an
@@ -6,8 +6,8 @@ frames); at each pause an offline engine decodes the words so far and the turn g
 When the command ends with no speech after the last pause, that decode is the transcript: it
 was ready before the speaker's silence ran out. Cloud engines, billed per request, decode once
 at the end unless ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it
-arrives (pocketsphinx, ``Listener``) is fed every piece instead: at a pause its words so far cost
-nothing, and at the end only its final pass is left.
+arrives (pocketsphinx, ``LiveTranscriber``) is fed every piece instead: at a pause its words so
+far cost nothing, and at the end only its final pass is left.
 
 Each partial also says whether its words are a complete command (the edge may end the capture
 after a short silence) or plainly unfinished ("set a timer for": the edge waits longer).
@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from voxqueue import speech_stream
 from voxqueue.audio import SAMPLE_RATE
+from voxqueue.client import direct
 from voxqueue.contracts import ErrorCode
 from workers.runtime.stage import Stage
-from workers.stt.providers.base import Hearing, Listener, Transcriber, Transcript
+from workers.stt.providers.base import Hearing, LiveTranscriber, Transcriber, Transcript
 
 #: webrtcvad's frame: 20 ms of 16 kHz int16.
 FRAME_BYTES = SAMPLE_RATE * 2 // 50
@@ -51,7 +51,7 @@ class Heard:
     at_pause: bool = False
     """Whether ``ready`` was decoded at the speaker's last pause, before the command ended."""
     live: bool = False
-    """Whether the engine heard the command as it arrived (``Listener``)."""
+    """Whether the engine heard the command as it arrived (``LiveTranscriber``)."""
 
 
 class Pauses:
@@ -92,10 +92,10 @@ class Pauses:
 def listen(stage: Stage, transcriber: Transcriber, *, live: bool, decode_at_pauses: bool,
            complete: Callable[[str], bool], unfinished: Callable[[str], bool]) -> Heard:
     """Read the turn's audio to its end, recognizing it meanwhile when asked: ``live``, an
-    engine that hears as the audio arrives (``Listener``) is fed every piece; otherwise, with
+    engine that hears as the audio arrives (``LiveTranscriber``) is fed every piece; otherwise, with
     ``decode_at_pauses``, the audio so far is decoded whole at each pause."""
     hearing = transcriber.hear(deadline=stage.spec.deadline) \
-        if live and isinstance(transcriber, Listener) else None
+        if live and isinstance(transcriber, LiveTranscriber) else None
     try:
         return _listen(stage, transcriber, hearing, hearing is not None or decode_at_pauses,
                        complete, unfinished)
@@ -110,7 +110,7 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
     rt, spec = stage.rt, stage.spec
     assert spec.audio_key is not None
     settings = rt.settings
-    pauses = Pauses(settings.speech_pause_s) if decode_at_pauses else None
+    pauses = Pauses(settings.providers.speech_pause_s) if decode_at_pauses else None
     pcm = bytearray()
     held = bytearray()  # audio not yet given to ``hearing``
     ready: tuple[int, Transcript] | None = None
@@ -119,10 +119,10 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
     while True:
         if stage.should_stop():
             raise SpeechStopped("the turn ended while it was spoken", aborted=True)
-        pieces = speech_stream.read(rt.redis, spec.audio_key, after, BLOCK_MS)
-        if not pieces and time.monotonic() - heard_at > settings.speech_idle_s:
-            raise SpeechStopped(f"no audio for {settings.speech_idle_s:g} s and no end: the "
-                                "speaker went away mid-command", aborted=False)
+        pieces = direct.read(rt.redis, spec.audio_key, after, BLOCK_MS)
+        if not pieces and time.monotonic() - heard_at > settings.providers.speech_idle_s:
+            raise SpeechStopped(f"no audio for {settings.providers.speech_idle_s:g} s and no end: "
+                                "the speaker went away mid-command", aborted=False)
         latest = None  # the last pause in what has arrived
         for piece in pieces:
             after, heard_at = piece.id, time.monotonic()
@@ -140,8 +140,9 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
                                  live=True)
                 return Heard(bytes(pcm), None, piece.ended_at)
             pcm += piece.pcm
-            if len(pcm) > settings.max_audio_bytes:  # the writer's limit, kept here too
-                raise SpeechStopped(f"the audio is over the limit of {settings.max_audio_bytes}"
+            if len(pcm) > settings.turns.max_audio_bytes:  # the writer's limit, kept here too
+                raise SpeechStopped("the audio is over the limit of "
+                                    f"{settings.turns.max_audio_bytes}"
                                     " bytes (VOXQUEUE_MAX_AUDIO_BYTES)", aborted=False,
                                     code=ErrorCode.AUDIO_INVALID)
             for upto in pauses.feed(piece.pcm) if pauses is not None else ():

@@ -9,7 +9,7 @@ from celery import Task
 
 from voxqueue.celery_config import STT_TRANSCRIBE, TIME_LIMITS
 from voxqueue.contracts import AgentStep, ErrorCode, SttJob, TurnEvent
-from voxqueue.otel import span
+from voxqueue.observability.otel import span
 from voxqueue.settings import MissingKeyError
 from workers.app import app
 from workers.intents import matcher_for
@@ -108,6 +108,6 @@ def _recognition(stage: Stage) -> tuple[bool, bool]:
     offers it (pocketsphinx; OpenAI's Realtime session), whole at pauses offline only (a cloud
     engine bills each request)."""
     settings = stage.rt.settings
-    choice = settings.stt_decode_at_pauses
-    offline = settings.providers_in_use()["stt"] in ("whisper", "pocketsphinx")
+    choice = settings.providers.stt_decode_at_pauses
+    offline = settings.providers.in_use()["stt"] in ("whisper", "pocketsphinx")
     return choice != "off", choice == "on" or (choice == "auto" and offline)

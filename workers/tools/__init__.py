@@ -3,7 +3,7 @@
 ``tool`` (optional decorator) and ``current_call`` are the API for people writing tools.
 """
 
-from workers.toolkit.context import ToolCall, current_call
-from workers.toolkit.registry import Tool, ToolRegistry, tool
+from workers.tool_registry.context import ToolCall, current_call
+from workers.tool_registry.registry import Tool, ToolRegistry, tool
 
 __all__ = ["Tool", "ToolCall", "ToolRegistry", "current_call", "tool"]

@@ -22,9 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from voxqueue.contracts import ToolOutcome
-from workers.toolkit.context import ToolCall, runtime, set_current_call
-from workers.toolkit.registry import Tool, ToolRegistry
-from workers.toolkit.reply import ToolReply
+from workers.tool_registry.context import ToolCall, runtime, set_current_call
+from workers.tool_registry.registry import Tool, ToolRegistry, ToolReply
 from workers.tools.guard import TurnGuard
 
 _pool_lock = threading.Lock()

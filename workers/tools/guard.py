@@ -26,16 +26,16 @@ from pydantic import ValidationError
 from voxqueue.contracts.confirm import PendingAction
 from voxqueue.keys import Keys
 from voxqueue.settings import Settings
-from workers.toolkit.confirm import (
+from workers.tool_registry.confirm import (
     CONFIRMED_FIELD,
     NEEDS_CONFIRMATION,
     NOT_CONFIRMED,
     question_for,
 )
-from workers.toolkit.context import ToolCall
-from workers.toolkit.policy import action_key
-from workers.toolkit.registry import Tool
-from workers.toolkit.taint import taint_writes
+from workers.tool_registry.context import ToolCall
+from workers.tool_registry.policy import action_key
+from workers.tool_registry.registry import Tool
+from workers.tool_registry.taint import taint_writes
 
 
 @dataclass(frozen=True)

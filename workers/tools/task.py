@@ -10,13 +10,13 @@ from celery import Task
 
 from voxqueue.celery_config import TIME_LIMITS, TOOLS_RUN
 from voxqueue.contracts import ToolCallJob, ToolOutcome
-from voxqueue.effects import Fenced
-from voxqueue.otel import span
+from voxqueue.observability.otel import span
+from voxqueue.once import Fenced
 from workers.app import app
 from workers.runtime import join
 from workers.runtime.stage import Stage, begin, runtime_of
 from workers.runtime.trust import call_problem, effect_problem
-from workers.toolkit.context import ToolCall, use_runtime
+from workers.tool_registry.context import ToolCall, use_runtime
 from workers.tools.executor import run_tool_call
 
 
@@ -90,8 +90,8 @@ def _run(stage: Stage, tjob: ToolCallJob, answer: bytes | None) -> Any:
     try:
         with span(f"tool {tjob.name}", tool=tjob.name), use_runtime(rt):
             result = run_tool_call(rt.tools, call, tjob.arguments,
-                                   timeout_s=min(s.tool_timeout_s, max(0.5, stage.remaining())),
-                                   max_chars=s.tool_result_max_chars)
+                                   timeout_s=min(s.tools.timeout_s, max(0.5, stage.remaining())),
+                                   max_chars=s.tools.result_max_chars)
     except Exception as exc:  # e.g. the tool registry failed to load: still answer the model
         stage.log.exception("tool call failed", tool=tjob.name)
         result = ToolOutcome(call_id=tjob.call_id, name=tjob.name, arguments=tjob.arguments,

@@ -9,7 +9,7 @@ from celery import Task
 
 from voxqueue.celery_config import TIME_LIMITS, TTS_SPEAK
 from voxqueue.contracts import ErrorCode, EventType, TtsJob, TurnEvent
-from voxqueue.otel import span
+from voxqueue.observability.otel import span
 from voxqueue.settings import MissingKeyError
 from voxqueue.spoken import for_speech
 from workers.app import app
@@ -58,7 +58,7 @@ def _speak(stage: Stage, tjob: TtsJob) -> TurnEvent | None:
         synth = rt.synthesizer
         # What the voice is given: the sentence as said, not as written (voxqueue/spoken).
         said, previous = tjob.text, tjob.previous_text
-        if rt.settings.speech_filter:
+        if rt.settings.agent.speech_filter:
             said = for_speech(said, synth.reading)
             previous = for_speech(previous, synth.reading) if previous else None
         with span("tts.stream", seq=tjob.seq, provider=synth.name):

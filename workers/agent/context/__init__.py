@@ -52,9 +52,9 @@ def measure_context(stage: Stage, history: History, messages: list[Message]) -> 
     """``messages`` (the history as read) counted, and compacted past the threshold; nothing
     is written unless it is compacted (the agent loop records the size with the answer)."""
     rt, settings = stage.rt, stage.rt.settings
-    model_name = settings.llm_model
+    model_name = settings.providers.llm_model
     limit = context_limit(settings, model_name)
-    allowed = int(limit * settings.context_threshold)
+    allowed = int(limit * settings.agent.context_threshold)
     tool_tokens = tools_tokens(rt, model_name)
     tokens = count_messages(messages, model_name) + tool_tokens
     if tokens > allowed:
@@ -73,10 +73,10 @@ def _compact(
     result = compact(
         messages,
         model=None if chat.name == "local" else chat,
-        model_name=settings.llm_model,
+        model_name=settings.providers.llm_model,
         budget_tokens=allowed,
         tools_tokens=tool_tokens,
-        keep_turns=settings.keep_recent_turns,
+        keep_turns=settings.agent.keep_recent_turns,
         deadline=time.time() + max(1.0, stage.remaining() / 2),
     )
     if result is None:
@@ -85,7 +85,7 @@ def _compact(
     if not stored:  # the history moved meanwhile: use the shorter one for this call only
         log.warning("history changed during compaction; not stored", turn_id=spec.turn_id)
     count = record_compaction(
-        rt.redis, rt.keys, spec.session_id, result.mode, settings.session_ttl_s
+        rt.redis, rt.keys, spec.session_id, result.mode, settings.turns.session_ttl_s
     )
     stage.emit(
         "context-summarized",

@@ -8,8 +8,8 @@ from typing import Any
 import redis
 
 from voxqueue.contracts import TurnSpec
-from voxqueue.effects import Once
 from voxqueue.keys import Keys
+from voxqueue.once import Once
 
 
 def record_step_in(once: Once, keys: Keys, spec: TurnSpec, step: int, *, tokens: int,

@@ -8,16 +8,16 @@ from voxqueue.settings import Settings
 from workers.agent.providers.base import ChatModel
 
 if TYPE_CHECKING:
-    from workers.toolkit.registry import ToolRegistry
+    from workers.tool_registry.registry import ToolRegistry
 
 
 def select_chat_model(settings: Settings, tools: ToolRegistry) -> ChatModel:
     """The provider named by ``VOXQUEUE_LLM`` (``auto``: OpenAI with a key, else local intents)."""
-    choice = settings.providers_in_use()["llm"]
+    choice = settings.providers.in_use()["llm"]
     if choice == "openai":
         from workers.agent.providers.openai_chat import OpenAIChat
 
-        if settings.prefer_local:
+        if settings.providers.prefer_local:
             from workers.agent.providers.local_intents import LocalIntents
             from workers.agent.providers.prefer_local import PreferLocal
 
@@ -27,5 +27,5 @@ def select_chat_model(settings: Settings, tools: ToolRegistry) -> ChatModel:
         from workers.agent.providers.local_intents import LocalIntents
 
         return LocalIntents(settings, tools)
-    raise ValueError(f"unknown LLM provider {settings.llm!r} (VOXQUEUE_LLM): "
+    raise ValueError(f"unknown LLM provider {settings.providers.llm!r} (VOXQUEUE_LLM): "
                      "use auto, openai or local")

@@ -22,7 +22,7 @@ from voxqueue.settings import Settings
 from workers.agent.providers.base import Answer, ToolCallRequest
 from workers.intents import IntentCall, matcher_for
 from workers.intents.responses import apology, offline_reply, render_result
-from workers.toolkit.registry import ToolRegistry
+from workers.tool_registry.registry import ToolRegistry
 
 LOCAL_PREFIX = "local_"
 

@@ -45,24 +45,24 @@ class OpenAIChat:
                     exc.retryable = False
                 raise
 
-        return call_with_retry(attempt, attempts=s.provider_max_attempts,
-                               base_s=s.provider_backoff_s, cap_s=s.provider_backoff_max_s,
+        return call_with_retry(attempt, attempts=s.providers.max_attempts,
+                               base_s=s.providers.backoff_s, cap_s=s.providers.backoff_max_s,
                                deadline=deadline)
 
     def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                 deadline: float, on_text: Callable[[str], None]) -> Answer:
         s = self.settings
         body: dict[str, Any] = {
-            "model": s.llm_model,
+            "model": s.providers.llm_model,
             "messages": for_model(messages),
             "stream": True,
             "stream_options": {"include_usage": True},
         }
         if tools:
             body["tools"] = tools
-        if s.llm_temperature is not None:
-            body["temperature"] = s.llm_temperature
-        timeout = max(1.0, min(s.provider_timeout_s, deadline - time.time()))
+        if s.providers.llm_temperature is not None:
+            body["temperature"] = s.providers.llm_temperature
+        timeout = max(1.0, min(s.providers.timeout_s, deadline - time.time()))
         started = time.perf_counter()
         answer = Answer()
         text: list[str] = []

@@ -10,7 +10,7 @@ from voxqueue.settings import Settings
 from workers.stt.providers.base import Transcriber
 
 if TYPE_CHECKING:
-    from workers.toolkit.registry import ToolRegistry
+    from workers.tool_registry.registry import ToolRegistry
 
 
 def select_transcriber(settings: Settings, tools: Callable[[], ToolRegistry]) -> Transcriber:
@@ -19,7 +19,7 @@ def select_transcriber(settings: Settings, tools: Callable[[], ToolRegistry]) ->
 
     ``tools``: the worker's tools, whose example sentences bias the offline recognizer.
     """
-    choice = settings.providers_in_use()["stt"]
+    choice = settings.providers.in_use()["stt"]
     if choice == "openai":
         from workers.stt.providers.openai_stt import OpenAITranscriber
 
@@ -32,5 +32,5 @@ def select_transcriber(settings: Settings, tools: Callable[[], ToolRegistry]) ->
         from workers.stt.providers.whisper_stt import WhisperTranscriber
 
         return WhisperTranscriber(settings)
-    raise ValueError(f"unknown STT provider {settings.stt!r} (VOXQUEUE_STT): "
+    raise ValueError(f"unknown STT provider {settings.providers.stt!r} (VOXQUEUE_STT): "
                      "use auto, openai, whisper or pocketsphinx")

@@ -1,5 +1,5 @@
 """What every speech-to-text provider speaks: the ``Transcriber`` protocol and its result, and
-``Listener``/``Hearing`` for engines that recognize speech while it arrives."""
+``LiveTranscriber``/``Hearing`` for engines that recognize speech while it arrives."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ class Hearing(Protocol):
 
 
 @runtime_checkable
-class Listener(Protocol):
+class LiveTranscriber(Protocol):
     """A transcriber that can also recognize speech while it is spoken."""
 
     def hear(self, *, deadline: float = ...) -> Hearing | None:

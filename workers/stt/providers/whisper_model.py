@@ -25,22 +25,22 @@ class ModelError(RuntimeError):
 
 def model_source(settings: Settings) -> str:
     """What to hand faster-whisper: a model directory, or a size name it may download."""
-    path = Path(settings.whisper_model).expanduser()
+    path = Path(settings.providers.whisper_model).expanduser()
     if path.is_dir():
         return str(path)
-    if settings.whisper_model == "base":
+    if settings.providers.whisper_model == "base":
         try:
             parts = [Path(import_module(name).__file__ or "").parent / "data"
                      for name in WHISPER_BASE_PACKAGES]
         except ImportError:
-            return settings.whisper_model  # not installed: faster-whisper's own download
+            return settings.providers.whisper_model  # not installed: faster-whisper's own download
         return str(assemble_base(parts, cache_dir(settings)))
-    return settings.whisper_model
+    return settings.providers.whisper_model
 
 
 def cache_dir(settings: Settings) -> Path:
-    if settings.whisper_cache:
-        return Path(settings.whisper_cache).expanduser()
+    if settings.providers.whisper_cache:
+        return Path(settings.providers.whisper_cache).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "voxqueue"
 

@@ -76,17 +76,17 @@ class WhisperTranscriber:
         self.settings = settings
         try:
             self.model: Any = _windowed_model(model_source(settings),
-                                              max(1, settings.whisper_threads))
+                                              max(1, settings.providers.whisper_threads))
         except (ModelError, OSError, RuntimeError, ValueError) as exc:
-            raise ValueError(f"the Whisper model {settings.whisper_model!r} could not be loaded "
-                             f"(VOXQUEUE_WHISPER_MODEL): {exc}") from exc
+            raise ValueError(f"the Whisper model {settings.providers.whisper_model!r} could not be "
+                             f"loaded (VOXQUEUE_WHISPER_MODEL): {exc}") from exc
 
     def transcribe(self, pcm: bytes, *, deadline: float) -> Transcript:
         started = time.perf_counter()
         audio = np.frombuffer(pcm, dtype=np.int16).astype(np.float32) / 32768.0
         if not audio.size or float(np.max(np.abs(audio))) < SILENCE_PEAK:
             return Transcript(text="", ttfb_ms=(time.perf_counter() - started) * 1000)
-        window_s = self.settings.whisper_short_window_s
+        window_s = self.settings.providers.whisper_short_window_s
         try:
             segments: list[Any] | None = None
             if window_s > 0 and audio.size / 16000 <= window_s - WINDOW_MARGIN_S:
@@ -107,7 +107,8 @@ class WhisperTranscriber:
         self.model.window.frames = frames
         try:
             found, _info = self.model.transcribe(
-                audio, language=s.whisper_language or None, beam_size=max(1, s.whisper_beam_size),
+                audio, language=s.providers.whisper_language or None,
+                beam_size=max(1, s.providers.whisper_beam_size),
                 vad_filter=False, condition_on_previous_text=False, without_timestamps=True,
                 **options)
             return list(found)  # decoding happens here, while the window is set

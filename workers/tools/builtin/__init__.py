@@ -1,1 +1,1 @@
-"""Built-in tools, one module per family (listed in ``workers.toolkit.assembly``)."""
+"""Built-in tools, one module per family (listed in ``workers.tool_registry.assembly``)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from workers.toolkit.registry import tool
+from workers.tool_registry.registry import tool
 
 __all__ = ["flip_coin", "random_number", "roll_dice"]
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import io
 
-from workers.toolkit.context import runtime
-from workers.toolkit.egress import check_model_url
-from workers.toolkit.net import host_of, safe_get
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import runtime
+from workers.tool_registry.egress import check_model_url
+from workers.tool_registry.net import host_of, safe_get
+from workers.tool_registry.registry import tool
 
 __all__ = ["news_headlines"]
 
@@ -35,20 +35,20 @@ def news_headlines(feed_url_or_name: str = "", count: int = 5) -> str:
         raise ValueError("count must be between 1 and 20")
     s = runtime().settings
     wanted = feed_url_or_name.strip()
-    feeds = {name.lower(): url for name, url in s.news_feeds.items()}
+    feeds = {name.lower(): url for name, url in s.tools.news_feeds.items()}
     allow: list[str] = []
     if not wanted:
         if not feeds:
             raise ValueError("no news feeds are configured (VOXQUEUE_NEWS_FEEDS); give a URL")
-        wanted = next(iter(s.news_feeds))
+        wanted = next(iter(s.tools.news_feeds))
     if wanted.lower() in feeds:
         url = feeds[wanted.lower()]
         allow.append(host_of(url))  # configured by the operator
     elif "://" in wanted or ("." in wanted and " " not in wanted):
         url = wanted if "://" in wanted else "https://" + wanted
-        check_model_url(url, s)  # a feed URL from the model: as fetch_url's (toolkit.egress)
+        check_model_url(url, s)  # a feed URL from the model: as fetch_url's (tool_registry.egress)
     else:
-        names = ", ".join(s.news_feeds) or "none"
+        names = ", ".join(s.tools.news_feeds) or "none"
         raise ValueError(f"no feed named {wanted!r}; configured feeds: {names}; or give a URL")
     result = safe_get(
         url,

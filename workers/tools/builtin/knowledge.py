@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from urllib.parse import quote
 
-from workers.toolkit.context import runtime
-from workers.toolkit.net import host_of, safe_get
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import runtime
+from workers.tool_registry.net import host_of, safe_get
+from workers.tool_registry.registry import tool
 
 __all__ = ["wikipedia_summary"]
 
@@ -33,7 +33,7 @@ def wikipedia_summary(topic: str) -> str:
     if not name:
         raise ValueError("say which topic to look up")
     s = runtime().settings
-    base = s.wikipedia_url.rstrip("/")
+    base = s.tools.wikipedia_url.rstrip("/")
     title = quote(name.replace(" ", "_"), safe="")
     result = safe_get(
         f"{base}/page/summary/{title}",

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator
 
-from workers.toolkit.registry import tool
+from workers.tool_registry.registry import tool
 from workers.tools.builtin.safe_math import (
     CalculationError,
     check_arithmetic,

@@ -15,8 +15,8 @@ import uuid
 
 import redis
 
-from workers.toolkit.context import owner, runtime
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import owner, runtime
+from workers.tool_registry.registry import tool
 
 __all__ = ["forget", "recall", "remember"]
 

@@ -10,9 +10,9 @@ import base64
 from typing import Any
 
 from voxqueue.settings import Settings
-from workers.toolkit.context import runtime
-from workers.toolkit.net import FetchResult, RedirectRefusedError, host_of, safe_request
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import runtime
+from workers.tool_registry.net import FetchResult, RedirectRefusedError, host_of, safe_request
+from workers.tool_registry.registry import tool
 
 __all__ = ["send_notification"]
 
@@ -36,25 +36,26 @@ def send_notification(message: str, title: str = "") -> str:
     if not text:
         raise ValueError("the notification needs a message")
     s = runtime().settings
-    if not s.notify_webhook_url and not s.ntfy_url:
+    if not s.tools.notify_webhook_url and not s.tools.ntfy_url:
         raise RuntimeError(
             "notifications are not configured: set VOXQUEUE_NOTIFY_WEBHOOK_URL "
             "(JSON webhook) or VOXQUEUE_NTFY_URL (an ntfy topic URL)"
         )
-    if s.notify_webhook_url:
+    if s.tools.notify_webhook_url:
         hook = _post(
-            s.notify_webhook_url,
+            s.tools.notify_webhook_url,
             "VOXQUEUE_NOTIFY_WEBHOOK_URL",
             s,
             json_body={"title": title, "message": text, "text": text},
         )
         if not hook.ok:
             raise RuntimeError(f"the notification webhook answered HTTP {hook.status}")
-    if s.ntfy_url:
+    if s.tools.ntfy_url:
         headers = {"Content-Type": "text/plain; charset=utf-8"}
         if title.strip():
             headers["Title"] = _header_text(title.strip())
-        push = _post(s.ntfy_url, "VOXQUEUE_NTFY_URL", s, content=text.encode(), headers=headers)
+        push = _post(s.tools.ntfy_url, "VOXQUEUE_NTFY_URL", s, content=text.encode(),
+                     headers=headers)
         if not push.ok:
             raise RuntimeError(f"ntfy answered HTTP {push.status}")
     return "Notification sent."

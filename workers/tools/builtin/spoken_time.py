@@ -1,7 +1,7 @@
 """Durations, times and dates as people say them: "five minutes", "tomorrow at 9", "May 3rd".
 
-Numbers may be words (see :mod:`numbers`). Every parser raises ValueError with an example of
-what it understands, so the model (or the person) can rephrase.
+Numbers may be words (see :mod:`~workers.intents.words_to_numbers`). Every parser raises ValueError
+with an example of what it understands, so the model (or the person) can rephrase.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from dateutil import parser as dateparser
 
-from workers.intents.numbers import words_to_numbers
+from workers.intents.words_to_numbers import words_to_numbers
 
 MAX_DURATION_S = 366 * 24 * 3600
 

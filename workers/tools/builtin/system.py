@@ -6,9 +6,9 @@ import json
 import statistics
 
 from workers.runtime.resources import Runtime
-from workers.toolkit.context import owner, runtime
-from workers.toolkit.probes import live_workers, queue_depths
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import owner, runtime
+from workers.tool_registry.probes import live_workers, queue_depths
+from workers.tool_registry.registry import tool
 
 __all__ = ["system_status"]
 
@@ -18,7 +18,7 @@ _SCAN_BUDGET = 5000
 
 def recent_turn_ms(rt: Runtime) -> list[float]:
     """Durations of recently ended turns: the recorded list, else a sample of ended turns
-    still in Redis (they expire after ``turn_ttl_s``)."""
+    still in Redis (they expire after ``turns.ttl_s``)."""
     recorded = rt.redis.lrange(rt.keys.recent_turn_ms(), 0, _SAMPLE_TURNS - 1)
     if recorded:
         return [float(v) for v in recorded]

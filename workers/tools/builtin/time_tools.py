@@ -5,9 +5,8 @@ from __future__ import annotations
 from datetime import date as Date
 from datetime import datetime, tzinfo
 
-from workers.toolkit.context import runtime
-from workers.toolkit.registry import tool
-from workers.toolkit.reply import ToolReply
+from workers.tool_registry.context import runtime
+from workers.tool_registry.registry import ToolReply, tool
 from workers.tools.builtin.spoken_time import (
     local_zone,
     parse_clock,
@@ -21,7 +20,7 @@ __all__ = ["convert_time", "days_until", "get_current_time"]
 
 def _zone(name: str) -> tzinfo:
     """The named zone, or the configured local one when ``name`` is empty."""
-    return resolve_timezone(name) if name.strip() else local_zone(runtime().settings.timezone)
+    return resolve_timezone(name) if name.strip() else local_zone(runtime().settings.tools.timezone)
 
 
 def place_name(zone: tzinfo) -> str:
@@ -97,7 +96,7 @@ def days_until(date: str) -> str:
     Args:
         date: A date such as "2026-12-25", "December 25", "Christmas" or "Friday".
     """
-    today = datetime.now(local_zone(runtime().settings.timezone)).date()
+    today = datetime.now(local_zone(runtime().settings.tools.timezone)).date()
     target = parse_date(date, today)
     if target is None:
         raise ValueError(

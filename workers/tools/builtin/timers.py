@@ -10,10 +10,9 @@ import re
 import time
 from datetime import datetime
 
-from workers.toolkit.context import owner, runtime
-from workers.toolkit.registry import tool
-from workers.toolkit.reply import ToolReply
-from workers.toolkit.timer_store import Item, TimerStore
+from workers.tool_registry.context import owner, runtime
+from workers.tool_registry.registry import ToolReply, tool
+from workers.tool_registry.timer_store import Item, TimerStore
 from workers.tools.builtin.spoken_time import (
     describe_duration,
     describe_when,
@@ -89,7 +88,7 @@ def list_timers() -> str:
     items = _store().pending(owner())
     if not items:
         return "You have no timers or reminders."
-    zone = local_zone(runtime().settings.timezone)
+    zone = local_zone(runtime().settings.tools.timezone)
     now = datetime.now(zone)
     parts: list[str] = []
     for item in items:
@@ -188,7 +187,7 @@ def set_reminder(when: str, text: str) -> ToolReply:
     what = what.rstrip(".!?")[:200]
     if not what:
         raise ValueError("say what to be reminded about")
-    zone = local_zone(runtime().settings.timezone)
+    zone = local_zone(runtime().settings.tools.timezone)
     now = datetime.now(zone)
     due = parse_when(when, now)
     store = _store()

@@ -7,9 +7,9 @@ from datetime import date
 from typing import Any
 
 from voxqueue.settings import Settings
-from workers.toolkit.context import runtime
-from workers.toolkit.net import host_of, safe_get
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import runtime
+from workers.tool_registry.net import host_of, safe_get
+from workers.tool_registry.registry import tool
 
 __all__ = ["get_forecast", "get_weather"]
 
@@ -70,7 +70,7 @@ def _place(location: str, settings: Settings) -> tuple[str, float, float]:
         raise ValueError("say which place, such as 'Paris' or 'Austin, Texas'")
     found = (
         _get_json(
-            settings.weather_geocoding_url,
+            settings.tools.weather_geocoding_url,
             settings,
             {"name": name.strip(), "count": 10, "language": "en", "format": "json"},
             "geocoding",
@@ -117,7 +117,7 @@ def get_weather(location: str) -> str:
     s = runtime().settings
     label, lat, lon = _place(location, s)
     data = _get_json(
-        s.weather_forecast_url,
+        s.tools.weather_forecast_url,
         s,
         {"latitude": lat, "longitude": lon, "current": _CURRENT, "timezone": "auto"},
         "weather",
@@ -157,7 +157,7 @@ def get_forecast(location: str, days: int = 3) -> str:
     s = runtime().settings
     label, lat, lon = _place(location, s)
     data = _get_json(
-        s.weather_forecast_url,
+        s.tools.weather_forecast_url,
         s,
         {
             "latitude": lat,

@@ -1,7 +1,7 @@
 """The web: a page's readable text, fetched through the SSRF guard. Before the conversation has
 read text others wrote, only from a site the person named this turn (or one
 ``VOXQUEUE_FETCH_ALLOWED_HOSTS`` lists); after, only a URL the person said or a link on a page
-read in the session, exactly (:mod:`workers.toolkit.egress`): a URL a page asked for, or one
+read in the session, exactly (:mod:`workers.tool_registry.egress`): a URL a page asked for, or one
 the model changed, is refused, so what the model knows does not leave in it."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from workers.toolkit.context import current_call, runtime
-from workers.toolkit.egress import check_model_url, links_on_page, record_links
-from workers.toolkit.net import safe_get
-from workers.toolkit.registry import tool
+from workers.tool_registry.context import current_call, runtime
+from workers.tool_registry.egress import check_model_url, links_on_page, record_links
+from workers.tool_registry.net import safe_get
+from workers.tool_registry.registry import tool
 from workers.tools.builtin.html_text import html_to_text
 
 __all__ = ["fetch_url"]
@@ -78,5 +78,6 @@ def fetch_url(url: Address) -> str:
     if not body:
         return f"{page.url} has no readable text."
     if page.truncated:
-        body += f"\n[the page is larger than {s.fetch_max_bytes} bytes; only its start was read]"
+        body += (f"\n[the page is larger than {s.tools.fetch_max_bytes} bytes; "
+                 "only its start was read]")
     return body

@@ -9,7 +9,7 @@ from workers.tts.providers.base import Synthesizer
 
 def select_synthesizer(settings: Settings) -> Synthesizer:
     """The provider named by ``VOXQUEUE_TTS`` (``auto``: ElevenLabs with a key, else Piper)."""
-    choice = settings.providers_in_use()["tts"]
+    choice = settings.providers.in_use()["tts"]
     if choice == "elevenlabs":
         from workers.tts.providers.elevenlabs_tts import ElevenLabsSynthesizer
 
@@ -18,5 +18,5 @@ def select_synthesizer(settings: Settings) -> Synthesizer:
         from workers.tts.providers.piper_tts import PiperSynthesizer
 
         return PiperSynthesizer(settings)
-    raise ValueError(f"unknown TTS provider {settings.tts!r} (VOXQUEUE_TTS): "
+    raise ValueError(f"unknown TTS provider {settings.providers.tts!r} (VOXQUEUE_TTS): "
                      "use auto, elevenlabs or piper")

@@ -27,9 +27,9 @@ class ElevenLabsSynthesizer:
 
         self.settings = settings
         self.client = ElevenLabs(
-            api_key=settings.require_elevenlabs_key(),
-            base_url=settings.elevenlabs_base_url or "https://api.elevenlabs.io",
-            timeout=settings.provider_timeout_s,
+            api_key=settings.providers.require_elevenlabs_key(),
+            base_url=settings.providers.elevenlabs_base_url or "https://api.elevenlabs.io",
+            timeout=settings.providers.timeout_s,
         )
 
     def stream(self, text: str, *, deadline: float,
@@ -37,19 +37,20 @@ class ElevenLabsSynthesizer:
         s = self.settings
 
         def open_stream() -> tuple[bytes, Iterator[bytes]]:
-            timeout = int(max(1, min(s.provider_timeout_s, deadline - time.time())))
+            timeout = int(max(1, min(s.providers.timeout_s, deadline - time.time())))
             # chunk_size None: each piece as it arrives (the type says int; httpx takes None).
             options: Any = {"timeout_in_seconds": timeout, "max_retries": 0, "chunk_size": None}
             try:
                 chunks = iter(self.client.text_to_speech.stream(
-                    s.tts_voice, text=text, model_id=s.tts_model, output_format="pcm_16000",
+                    s.providers.tts_voice, text=text, model_id=s.providers.tts_model,
+                    output_format="pcm_16000",
                     previous_text=previous_text, request_options=options))
                 return next(chunks, b""), chunks
             except Exception as exc:
                 raise _error(exc) from exc
 
-        first, rest = call_with_retry(open_stream, attempts=s.provider_max_attempts,
-                                      base_s=s.provider_backoff_s, cap_s=s.provider_backoff_max_s,
+        first, rest = call_with_retry(open_stream, attempts=s.providers.max_attempts,
+                                      base_s=s.providers.backoff_s, cap_s=s.providers.backoff_max_s,
                                       deadline=deadline)
         if first:
             yield first

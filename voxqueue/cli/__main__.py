@@ -1,0 +1,5 @@
+"""``python -m voxqueue.cli``: the ``voxqueue`` command."""
+
+from voxqueue.cli.main import main
+
+main()
