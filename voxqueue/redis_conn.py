@@ -170,7 +170,7 @@ def look_through(address: SentinelAddress) -> SentinelView:
     unknown: list[str] = []
     for host, port in address.sentinels:
         one = redis.Redis(host=host, port=port, decode_responses=True,
-                          **address.sentinel_kwargs())
+                          retry=Retry(NoBackoff(), 0), **address.sentinel_kwargs())
         try:
             where: Any = one.execute_command("SENTINEL", "get-master-addr-by-name",
                                              address.master)

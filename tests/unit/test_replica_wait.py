@@ -100,14 +100,14 @@ def test_after_a_wait_that_found_too_few_replicas_writes_wait_briefly_until_one_
     lonely.start()
     replica = RedisServer()
     try:
-        r = connect(settings(lonely.url, wait_replicas=1, wait_ms=5000))
+        r = connect(settings(lonely.url, wait_replicas=1, wait_ms=800))
         wait = r.replica_wait
-        assert wait is not None and wait.timeout_ms(r) == 5000
+        assert wait is not None and wait.timeout_ms(r) == 800
         with caplog.at_level(logging.WARNING, logger="voxqueue.redis"):
             for n in range(5):
                 Once(r, marker=f"m:{n}").call("SET", f"k:{n}", "v").run()
         assert wait.timeout_ms(r) == SHORT_WAIT_MS, "no replica: nothing to wait long for"
-        assert caplog.text.count("replicas after 5000 ms") == 1, caplog.text
+        assert caplog.text.count("replicas after 800 ms") == 1, caplog.text
         replica.extra = ("--replicaof", "127.0.0.1", str(lonely.port))
         replica.start()
         link = redis.Redis(port=replica.port)
@@ -116,7 +116,7 @@ def test_after_a_wait_that_found_too_few_replicas_writes_wait_briefly_until_one_
             assert time.monotonic() < give_up, "the replica never synced"
             time.sleep(0.05)
         wait._checked = 0.0  # (the primary is asked at most every RECHECK_S)
-        assert wait.timeout_ms(r) == 5000, "the replica is back in sync: waits are whole again"
+        assert wait.timeout_ms(r) == 800, "the replica is back in sync: waits are whole again"
         Once(r, marker="m:back").call("SET", "k:back", "v").run()
         assert link.get("k:back") == b"v"
     finally:
