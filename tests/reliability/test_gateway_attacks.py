@@ -225,26 +225,27 @@ def test_a_revoked_devices_long_poll_and_socket_close_at_once(gateway, client,
 def test_long_polls_are_capped_per_device_and_long_waits_work(gateway, reliability_case):
     case = reliability_case("gateway: long polls of one device, with waits over 5 s")
     with gateway.device() as hog, gateway.device() as other:
-        answers: list[int] = []
-        polls = [threading.Thread(target=lambda: answers.append(hog.http.get(
-            "/v1/announcements", params={"wait_ms": 6000}, timeout=20).status_code))
-            for _ in range(2)]
+        answers: list[httpx.Response] = []
+
+        def long_poll() -> None:
+            answers.append(hog.http.get("/v1/announcements", params={"wait_ms": 6000},
+                                        timeout=20))
+
+        polls = [threading.Thread(target=long_poll) for _ in range(3)]
         for poll in polls:
             poll.start()
-
-        def refused() -> bool:  # both long polls are open: any third one is refused
-            return hog.http.get("/v1/announcements", params={"wait_ms": 0},
-                                timeout=5).status_code == 429
-
-        wait_until(refused, "the hog's two long polls to be open")
-        third = hog.http.get("/v1/announcements", params={"wait_ms": 6000}, timeout=20)
+        # Three at once, two allowed: one is refused at once, while the other two are open.
+        wait_until(lambda: any(a.status_code == 429 for a in answers),
+                   "one of the hog's three long polls to be refused")
         health = httpx.get(f"{gateway.url}/v1/health", timeout=5)
         others = other.http.get("/v1/announcements", params={"wait_ms": 0}, timeout=5)
         for poll in polls:
             poll.join(20)
-    assert third.status_code == 429 and third.json()["code"] == "too-many-connections"
+    refused = [a for a in answers if a.status_code == 429]
+    assert len(refused) == 1 and refused[0].json()["code"] == "too-many-connections", answers
     assert health.status_code == 200 and others.status_code == 200
-    assert answers == [200, 200], "a 6 s wait answers, empty (no 5 s read timeout)"
+    assert sorted(a.status_code for a in answers) == [200, 200, 429], \
+        "a 6 s wait answers, empty (no 5 s read timeout)"
     case.refused()
 
 
