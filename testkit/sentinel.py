@@ -12,7 +12,7 @@ from typing import Any
 
 import redis
 
-from testkit.system import RedisServer, free_port, redis_server_binary
+from testkit.system import RedisServer, free_port, redis_server_binary, wait_for_ping
 
 #: The name the sentinels know the primary by (``VOXQUEUE_REDIS_MASTER``).
 MASTER = "voxqueue"
@@ -40,14 +40,7 @@ class Sentinel:
     def start(self) -> None:
         self.proc = subprocess.Popen([redis_server_binary(), str(self.config), "--sentinel"],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port)
-        for _ in range(100):
-            try:
-                if client.ping():
-                    return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("test sentinel did not start")
+        wait_for_ping(self.port, "test sentinel")
 
     def stop(self) -> None:
         if self.proc is not None:
@@ -132,16 +125,16 @@ class SentinelSet:
             server.stop()
 
     def _peers_known(self) -> int:
-        try:
-            return min(len(_listed(redis.Redis(port=s.port).sentinel_sentinels(MASTER)))
-                       for s in self.sentinels)
-        except redis.RedisError:
-            return 0
+        return self._fewest_known("sentinels")
 
     def _replicas_known(self) -> int:
+        return self._fewest_known("replicas")
+
+    def _fewest_known(self, kind: str) -> int:
+        """The fewest ``SENTINEL <kind>`` of the master any sentinel lists (0 when one fails)."""
         try:
-            return min(len(_listed(redis.Redis(port=s.port).sentinel_slaves(MASTER)))
-                       for s in self.sentinels)
+            return min(len(_listed(redis.Redis(port=s.port).execute_command(
+                "SENTINEL", kind, MASTER))) for s in self.sentinels)
         except redis.RedisError:
             return 0
 

@@ -79,14 +79,7 @@ class RedisServer:
         argv = [redis_server_binary(), "--port", str(self.port), "--bind", "127.0.0.1",
                 "--dir", str(self.dir), *durable_args(), *self.extra]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        client = redis.Redis(port=self.port, password=self.password)
-        for _ in range(100):
-            try:
-                if client.ping():
-                    return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("test redis-server did not start")
+        wait_for_ping(self.port, "test redis-server", self.password)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None:
@@ -97,6 +90,28 @@ class RedisServer:
                 self.proc.kill()
                 self.proc.wait(10)
             self.proc = None
+
+
+def wait_for_ping(port: int, what: str, password: str | None = None) -> None:
+    """Wait (up to 5 s) until a server on ``port`` answers PING."""
+    client = redis.Redis(port=port, password=password)
+    for _ in range(100):
+        try:
+            if client.ping():
+                return
+        except redis.ConnectionError:
+            time.sleep(0.05)
+    raise RuntimeError(f"{what} did not start")
+
+
+def wait_synced(replica_port: int, timeout_s: float = 30) -> None:
+    """Wait until the server on ``replica_port`` is a replica whose link to its primary is up."""
+    link = redis.Redis(port=replica_port)
+    give_up = time.monotonic() + timeout_s
+    while link.info("replication").get("master_link_status") != "up":
+        if time.monotonic() > give_up:
+            raise TimeoutError(f"the replica on :{replica_port} never synced")
+        time.sleep(0.05)
 
 
 def system_env(redis_url: str, fake: object | None, **extra: str) -> dict[str, str]:

@@ -13,7 +13,7 @@ import pytest
 import redis
 from kombu import Connection
 
-from testkit.system import RedisServer
+from testkit.system import RedisServer, wait_synced
 from voxqueue.contracts import TurnSpec
 from voxqueue.keys import Keys
 from voxqueue.once import Once
@@ -30,11 +30,7 @@ def pair():
     replica = RedisServer()
     replica.extra = ("--replicaof", "127.0.0.1", str(primary.port))
     replica.start()
-    link = redis.Redis(port=replica.port)
-    give_up = time.monotonic() + 30
-    while link.info("replication").get("master_link_status") != "up":
-        assert time.monotonic() < give_up, "the replica never synced"
-        time.sleep(0.05)
+    wait_synced(replica.port)
     yield primary, replica
     replica.stop(signal.SIGKILL)  # a test replica: nothing to keep
     primary.stop()
@@ -110,11 +106,8 @@ def test_after_a_wait_that_found_too_few_replicas_writes_wait_briefly_until_one_
         assert caplog.text.count("replicas after 800 ms") == 1, caplog.text
         replica.extra = ("--replicaof", "127.0.0.1", str(lonely.port))
         replica.start()
+        wait_synced(replica.port)
         link = redis.Redis(port=replica.port)
-        give_up = time.monotonic() + 30
-        while link.info("replication").get("master_link_status") != "up":
-            assert time.monotonic() < give_up, "the replica never synced"
-            time.sleep(0.05)
         wait._checked = 0.0  # (the primary is asked at most every RECHECK_S)
         assert wait.timeout_ms(r) == 800, "the replica is back in sync: waits are whole again"
         Once(r, marker="m:back").call("SET", "k:back", "v").run()
