@@ -25,7 +25,7 @@ def _stand_in_checkout(tmp_path: Path, *, pytest_rc: int, mypy_rc: int) -> Path:
     (checkout / ".venv" / f".installed-{digest}-all-dev").touch()
     for name, rc in (("ruff", 0), ("mypy", mypy_rc), ("python", pytest_rc)):
         tool = bin_dir / name
-        tool.write_text(f"#!/bin/sh\necho {name} ran\nexit {rc}\n")
+        tool.write_text(f"#!/bin/sh\necho {name} ran \"$*\"\nexit {rc}\n")
         tool.chmod(0o755)
     return checkout
 
@@ -48,3 +48,4 @@ def test_vq_test_exits_with_the_tests_status_then_mypys(
     )
     assert done.returncode == expected, done.stderr
     assert "mypy ran" in done.stdout  # its report is printed after the tests'
+    assert "python ran -m pytest -n 2 --dist loadfile -q" in done.stdout  # two processes
