@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-from redis.exceptions import NoScriptError
 
-from voxqueue.redis_conn import durable
+from voxqueue.redis_conn import run_durably
 
 # KEYS[1] marker (or ""), KEYS[2] fence (or ""), KEYS[3] unless (or ""), KEYS[4..] the commands'
 # keys.
@@ -117,25 +116,8 @@ class Once:
                            self.ttl_s, fence.attempt if fence else 0, self._count, *self._argv,
                            token]
         script = self.r.register_script(_ONCE)  # SHA: ~2 µs
-        wait = durable(self.r)
-        result: Any
-        if wait is None:
-            result = script(keys=keys, args=argv)
-        else:  # on the replicas before anyone acts on it: a failover keeps it
-            for load in (False, True):
-                if load:  # a new primary's script cache is empty (and its retry skipped it)
-                    self.r.script_load(_ONCE)
-                try:
-                    with self.r.pipeline(transaction=False) as pipe:
-                        script(keys=keys, args=argv, client=pipe)
-                        timeout_ms = wait.timeout_ms(self.r)
-                        pipe.execute_command("WAIT", wait.replicas, timeout_ms)
-                        result, acked = pipe.execute()
-                    break
-                except NoScriptError:  # nothing was written: the script did not run
-                    if load:
-                        raise
-            wait.acked(acked, "a once-write")
+        # On the replicas before anyone acts on it: a failover keeps it.
+        result = run_durably(self.r, script, keys, argv, "a once-write")
         status = int(result[0])
         if status == -1:
             raise Fenced(f"a newer attempt than {fence.attempt if fence else '?'} owns this job")

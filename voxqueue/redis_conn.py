@@ -13,7 +13,8 @@ import redis
 import redis.asyncio as aioredis
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
-from redis.exceptions import AuthenticationError, AuthorizationError
+from redis.commands.core import Script
+from redis.exceptions import AuthenticationError, AuthorizationError, NoScriptError
 from redis.retry import Retry
 from redis.sentinel import Sentinel
 
@@ -107,6 +108,41 @@ def durable(r: Any) -> ReplicaWait | None:
     replica to wait for)."""
     wait = getattr(r, "replica_wait", None)
     return wait if isinstance(wait, ReplicaWait) and wait.replicas else None
+
+
+def run_durably(r: Any, script: Script, keys: list[Any], args: list[Any], what: str) -> Any:
+    """Run ``script`` and return its result once its writes are on the replicas ``r`` waits
+    for (``WAIT`` in the same round trip; see :class:`ReplicaWait`), so that nothing acts on a
+    write a failover could undo; with no replica to wait for, a plain call. ``what`` names the
+    write in the warning of a wait that found too few replicas."""
+    wait = durable(r)
+    if wait is None:
+        return script(keys=keys, args=args)
+    for load in (False, True):
+        if load:  # a new primary's script cache is empty (and the pipeline's retry skipped it)
+            r.script_load(script.script)
+        try:
+            with r.pipeline(transaction=False) as pipe:
+                script(keys=keys, args=args, client=pipe)
+                pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms(r))
+                result, acked = pipe.execute()
+            break
+        except NoScriptError:  # nothing was written: the script did not run
+            if load:
+                raise
+    wait.acked(acked, what)
+    return result
+
+
+class DurableScript:
+    """A Lua script registered on ``r`` whose every call runs :func:`run_durably`."""
+
+    def __init__(self, r: Any, source: str, what: str) -> None:
+        self.r, self.what = r, what
+        self.script = r.register_script(source)
+
+    def __call__(self, keys: list[Any], args: list[Any]) -> Any:
+        return run_durably(self.r, self.script, keys, args, self.what)
 
 
 def replicas_to_wait(settings: ClientSettings) -> int:

@@ -35,8 +35,9 @@ def failover(plan: Plan, tmp_path, reliability_case) -> None:
 
 @pytest.mark.crash
 @pytest.mark.timeout(600)
-def test_failover_and_back_under_turns(tmp_path, reliability_case):
-    plan = Plan(seed=chosen_seed(), layout="per-queue", sessions=4, turns=12, kills=0,
+@pytest.mark.parametrize("layout", ["per-queue", "default"])
+def test_failover_and_back_under_turns(layout, tmp_path, reliability_case):
+    plan = Plan(seed=chosen_seed(), layout=layout, sessions=4, turns=12, kills=0,
                 mean_gap_s=2.0, failovers=2)
     failover(plan, tmp_path, reliability_case)
 

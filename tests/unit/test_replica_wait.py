@@ -127,11 +127,49 @@ def test_a_new_turn_is_on_the_replica_before_its_first_job_is_sent(pair):
         store.create(spec)
         # The primary's own record of what the replica acknowledged (replicas report it once
         # a second unless a WAIT asks): it covers the turn when create returns.
-        info = redis.Redis(port=primary.port).info("replication")
-        assert info["slave0"]["offset"] >= info["master_repl_offset"] - probe_bytes(), info
+        assert_acked_by_replica(primary)
         assert redis.Redis(port=replica.port).hget(Keys("wait").turn(spec.turn_id), "spec")
+
+
+def assert_acked_by_replica(primary: RedisServer) -> None:
+    """The primary's own record of what the replica acknowledged covers every write so far
+    (replicas report it once a second unless a WAIT asks, so an unwaited write is not)."""
+    info = redis.Redis(port=primary.port).info("replication")
+    assert info["slave0"]["offset"] >= info["master_repl_offset"] - probe_bytes(), info
 
 
 def probe_bytes() -> int:
     """What may follow the turn in the replication stream: the probe PUBLISH."""
     return 64
+
+
+def test_a_pieces_number_is_on_the_replica_before_its_job_can_be_sent(pair):
+    """The allocation that numbers a piece of speech (the failover run found a piece's number
+    lost with the primary while its job survived: the next piece got the same number, and the
+    turn ended one sentence early)."""
+    from workers.runtime import completion
+    from workers.wiring import runtime_for
+
+    primary, replica = pair
+    rt = runtime_for(settings(primary.url, wait_replicas=1))
+    turn_id = uuid.uuid4().hex
+    for n in range(10):
+        piece = completion.allocate(rt, turn_id, f"1:{n}")
+        assert piece.seq == n and piece.new
+        assert_acked_by_replica(primary)
+        assert replica_get(replica, rt.keys.marker(turn_id, f"seq:1:{n}")) == f"{n}:1".encode()
+
+
+def test_a_timers_firing_is_on_the_replica_when_it_returns(pair):
+    from workers.tool_registry.timer_store import TimerStore
+
+    primary, replica = pair
+    r = connect(settings(primary.url, wait_replicas=1))
+    keys = Keys(f"fire-{uuid.uuid4().hex[:6]}")
+    store = TimerStore(r, keys)
+    item = store.new("timer", "s1", "tea", "Your tea is ready.", due=time.time() - 1)
+    fired = store.fire_due()
+    assert_acked_by_replica(primary)
+    assert [i.id for i in fired] == [item.id]
+    # Claimed on the replica too: a primary lost now cannot let the new one fire it again.
+    assert redis.Redis(port=replica.port).zscore(keys.timers_due(), item.id) is None

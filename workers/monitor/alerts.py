@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import redis
 
 from voxqueue.keys import Keys
+from voxqueue.redis_conn import DurableScript
 from workers.monitor.checks import CheckResult
 from workers.monitor.monitors import Monitor
 
@@ -87,7 +88,8 @@ class Alerter:
         self.r = r
         self.keys = keys
         self.ttl_s = ttl_s
-        self._record = r.register_script(_RECORD)
+        # On the replicas before the alert is raised: a failover cannot raise it twice.
+        self._record = DurableScript(r, _RECORD, "a monitor's check result")
 
     def alert_list(self, monitor: Monitor) -> str | None:
         """Where alerts wait for the next turn: the device's list, else the session's."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import redis
 
 from voxqueue.keys import Keys
-from voxqueue.redis_conn import connect
+from voxqueue.redis_conn import DurableScript, connect
 from voxqueue.settings import Settings
 from voxqueue.turns import TurnStore
 from workers.runtime.delayed_calls import Timers
@@ -85,9 +85,12 @@ class Runtime:
         """The process's short timers, on one thread."""
         return Timers()
 
-    def script(self, source: str) -> Any:
-        """A Lua script registered once per process (its SHA is computed once, not per call)."""
-        return self._once(f"script:{source}", lambda: self.redis.register_script(source))
+    def script(self, source: str) -> DurableScript:
+        """A Lua script registered once per process (its SHA is computed once, not per call),
+        whose writes are on the replicas before its result returns: every script here writes
+        a turn's state that the stage then acts on (a piece's number before its job is sent)."""
+        return self._once(f"script:{source}",
+                          lambda: DurableScript(self.redis, source, "a turn's state"))
 
     def _once(self, name: str, build: Callable[[], T]) -> T:
         with self._lock:

@@ -23,6 +23,7 @@ from typing import Literal, cast
 import redis
 
 from voxqueue.keys import Keys
+from voxqueue.redis_conn import DurableScript
 
 Kind = Literal["timer", "reminder"]
 ANNOUNCE_MAXLEN = 1000
@@ -93,8 +94,10 @@ class TimerStore:
     def __init__(self, r: redis.Redis, keys: Keys) -> None:
         self.r = r
         self.keys = keys
-        self._fire = r.register_script(_FIRE)
-        self._cancel = r.register_script(_CANCEL)
+        # A firing and a cancellation are on the replicas before they are acted on: a failover
+        # cannot make a timer fire twice, or fire after it was cancelled.
+        self._fire = DurableScript(r, _FIRE, "a timer's firing")
+        self._cancel = DurableScript(r, _CANCEL, "a timer's cancellation")
 
     def new(
         self,
