@@ -61,6 +61,8 @@ class Findings:
     turns: int = 0
     kills: Counter[str] = field(default_factory=Counter)
     lost: list[str] = field(default_factory=list)
+    lost_states: list[str] = field(default_factory=list)
+    """What Redis held of each lost turn at the end (keys, broker records)."""
     failed: list[str] = field(default_factory=list)
     stream_duplicates: list[str] = field(default_factory=list)
     effects_twice: list[str] = field(default_factory=list)
@@ -106,7 +108,7 @@ class Findings:
         out = []
         for name in ("lost", "failed", "stream_duplicates", "effects_twice", "false_outcomes",
                      "uncertain", "spoken_not_recorded", "invalid_histories",
-                     "next_turn_broken", "unplanned_exits", "not_run"):
+                     "next_turn_broken", "unplanned_exits", "not_run", "lost_states"):
             found: list[str] = getattr(self, name)
             out += [f"{name}: {line}" for line in found[:limit]]
             if len(found) > limit:

@@ -345,6 +345,38 @@ def run_chaos(plan: Plan, redis_url: str, work: Path, *,
         fake.stop()
 
 
+def turn_state(client: Client, turn_id: str) -> str:
+    """What Redis holds of a turn (its keys, and the broker's records of its jobs): the
+    evidence of a lost turn."""
+    r = client.redis
+    lines = []
+    for key in sorted(r.scan_iter(match=f"*{turn_id}*", count=1000)):
+        name = key.decode() if isinstance(key, bytes) else str(key)
+        kind = r.type(key)
+        kind = kind.decode() if isinstance(kind, bytes) else str(kind)
+        value: object
+        if kind == "hash":
+            value = {k: (v[:60] if len(v) > 60 else v) for k, v in r.hgetall(key).items()}
+        elif kind == "set":
+            value = sorted(r.smembers(key))
+        elif kind == "list":
+            value = r.lrange(key, 0, 5)
+        elif kind == "stream":
+            value = [json.loads(f[b"e"]).get("type") for _, f in r.xrange(key) if b"e" in f]
+        else:
+            value = r.get(key)
+        lines.append(f"  {name} ({kind}): {value}")
+    for key in r.scan_iter(match="unacked*", count=1000):
+        for tag, raw in r.hscan_iter(key):
+            if turn_id.encode() in raw:
+                lines.append(f"  {key!r} holds {tag!r}: {raw[:120]!r}")
+    for name in QUEUES:
+        for raw in r.lrange(name, 0, -1):
+            if turn_id.encode() in raw:
+                lines.append(f"  queue {name} holds {raw[:120]!r}")
+    return "\n".join(lines)
+
+
 def audit(client: Client, records: list[TurnRecord], ledger: Path, found: Findings) -> None:
     """Read back every turn's stream, every history and the effect file; check them all."""
     histories = {}
@@ -360,6 +392,8 @@ def audit(client: Client, records: list[TurnRecord], ledger: Path, found: Findin
         problems = spoken_problems(rec, recorded_reply(histories[rec.session], rec.tag)) \
             if ok else []
         where = f"turn {rec.turn_id} (session {rec.session} #{rec.index}, {rec.kind})"
+        if found.lost and found.lost[-1].startswith(f"turn {rec.turn_id}"):
+            found.lost_states.append(f"{where}:\n{turn_state(client, rec.turn_id)}")
         if problems:
             found.spoken_not_recorded.append(f"{where}: {problems}")
         if rec.clean and (not ok or problems):
