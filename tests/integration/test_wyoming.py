@@ -187,6 +187,25 @@ def test_empty_and_oversized_audio_get_an_error(server, fake):
     assert all(r["commits"] == 0 for r in fake.requests_for("realtime"))  # nothing transcribed
 
 
+def test_silence_gets_an_empty_transcript_not_an_error(server, fake):
+    """What Home Assistant expects (as from wyoming-faster-whisper): a ``transcript`` with no
+    text, which it reports as "no text recognized"; the connection stays open."""
+    fake.script_transcripts("")
+
+    async def go() -> list[Event]:
+        async with server.client() as client:
+            await client.write_event(Transcribe(language="en").event())
+            await send_audio(client, bytes(2 * 16000))  # a second of silence
+            said = await read_until(client, "transcript", "error")
+            await client.write_event(Describe().event())  # still answering
+            return [*said, *await read_until(client, "info", "error")]
+
+    events = run(go())
+    said = Transcript.from_event(next(e for e in events if e.type == "transcript"))
+    assert said.text == "" and said.language == "en"
+    assert events[-1].type == "info" and not any(e.type == "error" for e in events)
+
+
 # -- text to speech -----------------------------------------------------------------------------
 def test_synthesize_speaks_each_sentence_in_one_audio_stream(server, fake):
     text = "Good morning to you. The kettle is on and the coffee is nearly ready."

@@ -64,7 +64,7 @@ def test_a_token_that_lengthens_an_opener_still_follows_a_word_boundary():
 
 @pytest.mark.parametrize(("text", "expected"), [
     ("It is sunny in Paris today.", ["It is sunny in Paris today."]),  # 3 words before "in"
-    ("Sure, I can do it for you.", ["Sure, I can do it", "for you."]),
+    ("Sure, I can do it for you", ["Sure, I can do it", "for you"]),
     ("I will check the forecast.", ["I will check the forecast."]),  # "for" within a word
 ])
 def test_a_phrase_cut_needs_enough_words_first(text, expected):
@@ -81,8 +81,43 @@ def test_splitter_yields_sentences_as_text_streams():
     s = SentenceSplitter()
     assert s.feed("The weather in Paris is ") == []
     assert s.feed("sunny. Tomorrow it ") == ["The weather in Paris is sunny."]
-    assert s.feed("will rain.") == []
-    assert s.flush() == ["Tomorrow it will rain."]
+    assert s.feed("will rain") == []
+    # Whole as its full stop arrives: the model may pause here (a tool call, thinking).
+    assert s.feed(".") == ["Tomorrow it will rain."]
+    assert s.flush() == []
+
+
+@pytest.mark.parametrize("last_word", ["west", "first", "items", "piano", "forecast", "Ms"])
+def test_a_word_that_ends_like_an_abbreviation_ends_its_sentence(last_word):
+    s = SentenceSplitter()
+    said = s.feed(f"Walk two miles to the {last_word}. Then turn left at the bridge.")
+    expected = ([f"Walk two miles to the {last_word}.", "Then turn left at the bridge."]
+                if last_word != "Ms" else [f"Walk two miles to the {last_word}. Then turn left "
+                                           "at the bridge."])
+    assert said + s.flush() == expected
+
+
+@pytest.mark.parametrize(("pieces", "at_mark", "expected"), [
+    (["It is three degrees", "!", " Take a coat."], ["It is three degrees!"],
+     ["It is three degrees!", "Take a coat."]),
+    (["Is it three degrees", "?", "!", " Yes."], ["Is it three degrees?"],
+     ["Is it three degrees?", "Yes."]),
+    (['He said "take a coat', '."', '" Then he left.'], ['He said "take a coat."'],
+     ['He said "take a coat."', "Then he left."]),
+    (["It is 3", ".", "5 degrees today."], [], ["It is 3.5 degrees today."]),
+    (["Ask the doctor, Dr", ".", " Smith, about it."], [],
+     ["Ask the doctor, Dr. Smith, about it."]),
+    (["Made in the U.S", ".", "A. today."], [], ["Made in the U.S.A. today."]),
+    (["Call John F", ".", " Kennedy airport."], [], ["Call John F. Kennedy airport."]),
+])
+def test_a_sentence_ends_when_its_mark_arrives_unless_the_next_character_decides(
+        pieces, at_mark, expected):
+    s = SentenceSplitter(first_phrase_words=0)
+    said = s.feed(pieces[0]) + s.feed(pieces[1])
+    assert said == at_mark  # what is cut before any character after the mark has arrived
+    for piece in pieces[2:]:
+        said += s.feed(piece)
+    assert said + s.flush() == expected
 
 
 def test_assemble_orders_audio_by_sequence_and_keeps_the_last_attempt():

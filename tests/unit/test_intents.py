@@ -508,3 +508,21 @@ def test_tool_call_requests_carry_valid_json(local, registry):
     (call,) = answer.tool_calls
     assert isinstance(call, ToolCallRequest)
     assert json.loads(call.arguments) == {"count": 3}
+
+
+@pytest.mark.parametrize("message", [
+    # The weather tool with no internet (#48): the host and the errno were read aloud.
+    "Error: get_weather failed: ConnectionError: cannot resolve host "
+    "'geocoding-api.open-meteo.com': [Errno -2] Name or service not known",
+    "Error: fetch_page failed: ConnectError: [Errno 111] Connection refused",
+    "Error: get_news failed: ReadTimeout: timed out",
+])
+def test_a_service_out_of_reach_is_said_plainly(message):
+    said = apology(message)
+    assert said == "Sorry, I couldn't reach that service. This device may be offline."
+    assert "Errno" not in said and "open-meteo" not in said
+
+
+def test_an_error_number_is_not_read_aloud():
+    assert apology("Error: read_file failed: OSError: [Errno 28] No space left on device") == (
+        "Sorry, that didn't work: No space left on device.")

@@ -44,10 +44,12 @@ def test_later_sentences_are_gathered_while_the_listener_has_enough(rt):
     speaker.on_text(LATER[1])  # the second is whole, and the listener has ~3 s: gathered
     assert len(sent_jobs(rt)) == 1 and speaker._timer is not None
     clock[0] += 2.5  # ~0.7 s left in hand, under GATHER_WHILE_S: the next token sends them
-    speaker.on_text(LATER[2])
+    speaker.on_text(LATER[2][:-2])  # (not whole yet: its full stop comes with a later token)
     jobs = sent_jobs(rt)
     assert [j.text for j in jobs] == [FIRST.strip(), LATER[0].strip() + " " + LATER[1].strip()]
     assert jobs[1].previous_text == FIRST.strip()
+    speaker.on_text(". ")  # whole now, and gathered: the listener has enough again
+    assert len(sent_jobs(rt)) == 2
     speaker.finish("")  # the rest goes when the reply ends
     assert [j.text for j in sent_jobs(rt)][2] == LATER[2].strip()
     assert speaker.pieces == [(0, 1), (1, 2), (3, 1)] and speaker._timer is None

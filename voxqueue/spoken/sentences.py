@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import re
 
-# A sentence ends at . ! ? or … followed by whitespace; a lone initial or a number like
-# "3.5" does not end one.
+# A sentence ends at . ! ? or … followed by whitespace and a capital or a digit; a number like
+# "3.5" does not end one, nor (``_is_abbreviation``) an abbreviation or an initial.
 _BOUNDARY = re.compile(r"(?<=[.!?…])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9¿¡])")
-_ABBREVIATIONS = ("mr.", "mrs.", "ms.", "dr.", "st.", "e.g.", "i.e.", "vs.", "etc.", "no.")
+_ABBREVIATIONS = frozenset(("mr.", "mrs.", "ms.", "dr.", "st.", "e.g.", "i.e.", "vs.", "etc.",
+                            "no."))
+# A sentence mark at the very end of the text so far, with any closing quotes or brackets.
+_MARK_AT_END = re.compile(r"[.!?…][\"'”’)\]]*\s*$")
+# What may still follow a sentence cut at the end of the text: more marks, closing quotes.
+_TRAILING = ".!?…\"'”’)]"
 # Where the first phrase of a reply may be cut early: after a comma, semicolon, colon or dash.
 _CLAUSE = re.compile(r"(?<=[,;:—])\s+")
 _WORD = re.compile(r"\S+")
@@ -35,17 +40,28 @@ class SentenceSplitter:
         self.first_phrase_words = first_phrase_words
         self._buffer = ""
         self._emitted = False
+        self._cut_at_end = False  # the last sentence was cut with no character after it yet
 
     def feed(self, text: str) -> list[str]:
         self._buffer += text
+        if self._cut_at_end:  # a mark or closing quote of the sentence already cut
+            self._buffer = self._buffer.lstrip(_TRAILING)
+            self._cut_at_end = not self._buffer.strip()
         out: list[str] = []
         start = 0
         for match in _BOUNDARY.finditer(self._buffer):
             candidate = self._buffer[start:match.start()].strip()
-            if len(candidate) < self.min_chars or candidate.lower().endswith(_ABBREVIATIONS):
+            if len(candidate) < self.min_chars or _is_abbreviation(candidate):
                 continue
             out.append(candidate)
             start = match.end()
+        # A sentence whose mark is the last thing that arrived ends now, not when the next
+        # sentence begins: a model pauses there (before a tool call, while thinking).
+        rest = self._buffer[start:].strip()
+        if len(rest) >= self.min_chars and _ends_now(rest):
+            out.append(rest)
+            start = len(self._buffer)
+            self._cut_at_end = True
         if not out and not self._emitted:
             for match in _CLAUSE.finditer(self._buffer):
                 candidate = self._buffer[:match.start()].strip()
@@ -76,7 +92,36 @@ class SentenceSplitter:
 
     def flush(self) -> list[str]:
         rest, self._buffer = self._buffer.strip(), ""
+        if self._cut_at_end:
+            rest = rest.lstrip(_TRAILING).strip()
         return [rest] if rest else []
+
+
+def _last_word(text: str) -> str:
+    words = text.split()
+    return words[-1].lstrip("\"'“‘([").lower() if words else ""
+
+
+def _is_abbreviation(sentence: str) -> bool:
+    """Whether the sentence's last word is an abbreviation ("Dr.") or an initial ("F."), not
+    a sentence's end; a word that merely ends like one ("west.", "items.", "piano.") is not."""
+    word = _last_word(sentence)
+    return word in _ABBREVIATIONS or (len(word) == 2 and word[0].isalpha())
+
+
+def _ends_now(text: str) -> bool:
+    """Whether ``text``, which stops at a sentence mark, is a whole sentence before the next
+    character arrives: ``!``, ``?`` and ``…`` always; a full stop after a word of two letters
+    or more that is no abbreviation. After a number ("3." may become "3.5"), an initial, or a
+    dotted word ("e.g.", "U.S."), the next character decides."""
+    mark = _MARK_AT_END.search(text)
+    if mark is None:
+        return False
+    if text[mark.start()] != ".":
+        return True
+    word = _last_word(text[:mark.start() + 1])
+    return (len(word) >= 3 and word[:-1].isalpha() and "." not in word[:-1]
+            and word not in _ABBREVIATIONS)
 
 
 def split_sentences(text: str) -> list[str]:

@@ -14,7 +14,7 @@ from wyoming.event import Event
 from wyoming.handle import Handled, NotHandled
 
 from voxqueue.client.direct import Client, SpeechStream, Turn
-from voxqueue.contracts import TurnResult
+from voxqueue.contracts import ErrorCode, TurnResult
 from voxqueue.wyoming.guard import WyomingPolicy
 
 #: What a conversation id may hold once it names a voxqueue session.
@@ -58,6 +58,10 @@ class LiveTurns:
 async def transcript_of(turn: Turn, language: str | None) -> Event:
     """The ``transcript`` that ends a speech-to-text turn."""
     result = await asyncio.to_thread(turn.wait)
+    if result.status == "error" and (result.error or {}).get("code") == ErrorCode.STT_NO_TEXT:
+        # Silence or noise: an empty transcript, as Wyoming's reference servers send, so Home
+        # Assistant says "no text recognized" (an error reads as "speech-to-text failed").
+        return Transcript(text="", language=language).event()
     if result.status != "ok":
         raise _failed(result, "stt-failed")
     return Transcript(text=result.transcript or "", language=language).event()

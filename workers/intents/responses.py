@@ -24,6 +24,16 @@ _ERROR_PREFIX = re.compile(
     r"^(?:Error:\s*)?(?:[\w.-]+ failed:\s*)?(?:[A-Z]\w*(?:Error|Exception):\s*)?"
 )
 
+# A call that could not reach its service over the network (as the tools' HTTP client and the
+# resolver word it): said plainly, without host names and error numbers read aloud.
+_UNREACHABLE = re.compile(
+    r"cannot resolve host|has no address|name or service not known|name resolution|"
+    r"connection refused|network is unreachable|no route to host|timed out|cannot connect|"
+    r"could not connect|connecterror|connecttimeout", re.IGNORECASE)
+#: What the offline agent says for such a call.
+UNREACHABLE_APOLOGY = "Sorry, I couldn't reach that service. This device may be offline."
+_ERRNO = re.compile(r"\[Errno -?\d+\]\s*")
+
 
 class _Blank(dict[str, Any]):
     def __missing__(self, key: str) -> str:
@@ -52,7 +62,10 @@ def error_gist(message: str, limit: int = 200) -> str:
 
 
 def apology(message: str) -> str:
-    gist = error_gist(message)
+    """A failed call said in a sentence: a service out of reach as such, else the error's gist."""
+    if _UNREACHABLE.search(message):
+        return UNREACHABLE_APOLOGY
+    gist = _ERRNO.sub("", error_gist(message))
     if not gist:
         return "Sorry, that didn't work."
     return f"Sorry, that didn't work: {gist.rstrip('.')}."
