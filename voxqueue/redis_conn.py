@@ -87,14 +87,28 @@ class ReplicaWait:
                          online)
         return min(SHORT_WAIT_MS, self.wait_ms) if self._short else self.wait_ms
 
-    def acked(self, replicas: Any, what: str) -> None:
-        """Note a wait's answer: too few replicas makes the waits short (logged once)."""
+    def acked(self, replicas: Any, what: str, client: Any = None) -> None:
+        """Note a wait's answer: too few replicas makes the waits short (logged once, with the
+        primary's address when ``client`` is given)."""
         if int(replicas) >= self.replicas or self._short:
             return
         self._short, self._checked = True, time.monotonic()
-        log.warning("%s is on %s of %s replicas after %s ms: a failover now could undo it; "
+        where = primary_address(client) if client is not None else ""
+        log.warning("%s is on %s of %s replicas after %s ms%s: a failover now could undo it; "
                     "writes wait at most %s ms until the primary has them in sync again", what,
-                    replicas, self.replicas, self.wait_ms, SHORT_WAIT_MS)
+                    replicas, self.replicas, self.wait_ms, f" (primary {where})" if where else "",
+                    SHORT_WAIT_MS)
+
+
+def primary_address(client: Any) -> str:
+    """``host:port`` of the server ``client``'s pool connects to now (the primary the sentinels
+    named last, with Sentinel), or ``""``."""
+    pool = getattr(client, "connection_pool", None)
+    address = getattr(pool, "master_address", None)
+    if not address and pool is not None:
+        kwargs = getattr(pool, "connection_kwargs", {})
+        address = (kwargs.get("host"), kwargs.get("port")) if "host" in kwargs else None
+    return f"{address[0]}:{address[1]}" if address else ""
 
 
 class Primary(redis.Redis):
@@ -130,7 +144,7 @@ def run_durably(r: Any, script: Script, keys: list[Any], args: list[Any], what: 
         except NoScriptError:  # nothing was written: the script did not run
             if load:
                 raise
-    wait.acked(acked, what)
+    wait.acked(acked, what, r)
     return result
 
 

@@ -66,6 +66,7 @@ def test_with_no_replica_a_once_write_goes_on_unconfirmed_and_says_so(caplog):
         assert done is not None
         assert r.get("k") == b"v"
         assert "a once-write is on 0 of 1 replicas" in caplog.text
+        assert f"(primary 127.0.0.1:{lonely.port})" in caplog.text  # which server it was
     finally:
         lonely.stop()
 

@@ -178,7 +178,7 @@ class Channel(SweepingChannel):
                 pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms(client))
             replies = pipe.execute()
             if wait is not None:
-                wait.acked(replies[-1], f"a job published to {queue}")
+                wait.acked(replies[-1], f"a job published to {queue}", client)
 
     # -- taking a message without a gap ---------------------------------------------------------
     def _brpop_start(self, timeout: Any = None) -> None:

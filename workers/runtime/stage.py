@@ -187,7 +187,7 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
         pipe.execute_command("WAIT", wait.replicas, wait.timeout_ms(rt.redis))
     replies = pipe.execute()
     if wait is not None:
-        wait.acked(replies.pop(), "a job's delivery")
+        wait.acked(replies.pop(), "a job's delivery", rt.redis)
     raw_spec, attempt, flags, done, *spoken = replies
     if raw_spec is None:
         log.warning("turn not found; dropping task", turn_id=job.turn_id, queue=queue)
