@@ -16,7 +16,7 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.commands.core import Script
 from redis.exceptions import AuthenticationError, AuthorizationError, NoScriptError
 from redis.retry import Retry
-from redis.sentinel import Sentinel
+from redis.sentinel import MasterNotFoundError, Sentinel
 
 from voxqueue.settings import ClientSettings
 
@@ -215,41 +215,112 @@ class SentinelView:
 
 
 def look_through(address: SentinelAddress) -> SentinelView:
-    """Ask the sentinels where the primary is, its replicas, and whether they have a quorum."""
+    """Ask the sentinels where the primary is (the one a majority names, as the clients do),
+    its replicas, and whether they have a quorum."""
     view = SentinelView(answered=[])
     unknown: list[str] = []
+    answers: list[Any] = []
+    asked: dict[tuple[str, int], Any] = {}  # a sentinel that names each primary
     for host, port in address.sentinels:
         one = redis.Redis(host=host, port=port, decode_responses=True,
                           retry=Retry(NoBackoff(), 0), **address.sentinel_kwargs())
         try:
             where: Any = one.execute_command("SENTINEL", "get-master-addr-by-name",
                                              address.master)
-            view.answered.append(f"{host}:{port}")
-            if where is None:
-                unknown.append(f"{host}:{port}")
-                continue
-            if view.primary is None:
-                view.primary = f"{where[0]}:{where[1]}"
-                replicas: Any = one.sentinel_slaves(address.master)
-                view.replicas = [f"{r['ip']}:{r['port']}" for r in replicas
-                                 if not r.get("is_odown") and not r.get("is_sdown")]
-                try:
-                    view.quorum = str(one.execute_command("SENTINEL", "ckquorum",
-                                                          address.master))
-                except redis.ResponseError as exc:
-                    view.quorum = str(exc)
-                    view.problem = f"the sentinels cannot fail over: {exc}"
-        except redis.RedisError:
-            continue
-        finally:
+        except redis.RedisError as exc:
+            answers.append(exc)
             one.close()
+            continue
+        view.answered.append(f"{host}:{port}")
+        answers.append(where)
+        if where is None:
+            unknown.append(f"{host}:{port}")
+            one.close()
+        else:
+            asked.setdefault((str(where[0]), int(where[1])), one)
     if not view.answered:
         view.problem = (f"no sentinel answered at "
                         f"{', '.join(f'{h}:{p}' for h, p in address.sentinels)}")
-    elif view.primary is None:
+    elif not asked:
         view.problem = (f"the sentinels at {', '.join(unknown)} know no primary named "
                         f"{address.master!r} (VOXQUEUE_REDIS_MASTER)")
+    else:
+        try:
+            primary = agreed_primary(answers, len(address.sentinels), address.master)
+        except MasterNotFoundError as exc:
+            view.problem = f"the sentinels do not agree on a primary: {exc}"
+            primary = next(iter(asked))
+        view.primary = f"{primary[0]}:{primary[1]}"
+        one = asked[primary]
+        try:
+            replicas: Any = one.sentinel_slaves(address.master)
+            view.replicas = [f"{r['ip']}:{r['port']}" for r in replicas
+                             if not r.get("is_odown") and not r.get("is_sdown")]
+            view.quorum = str(one.execute_command("SENTINEL", "ckquorum", address.master))
+        except redis.ResponseError as exc:
+            view.quorum = str(exc)
+            view.problem = view.problem or f"the sentinels cannot fail over: {exc}"
+        except redis.RedisError:
+            pass
+    for client in asked.values():
+        client.close()
     return view
+
+
+def agreed_primary(answers: list[Any], sentinels: int, service: str) -> tuple[str, int]:
+    """The primary a majority of ``sentinels`` name in ``answers`` (each one sentinel's reply
+    to ``SENTINEL GET-MASTER-ADDR-BY-NAME``, or the error asking it raised).
+
+    One sentinel's word is not enough: a sentinel that has not yet heard of a failover names
+    the old primary, and a sentinel that led the failover keeps it in ``SENTINEL MASTERS``
+    (what redis-py asks) until the failover ends; an old primary restarted meanwhile answers
+    as a primary, with its old data, until the sentinels make it a replica (about ten seconds
+    here), and every write made there in those seconds is lost when it resyncs. Raises
+    ``MasterNotFoundError`` (a connection error: the caller's retries ask again) while no
+    majority agrees.
+    """
+    named: dict[tuple[str, int], int] = {}
+    errors = []
+    for answer in answers:
+        if isinstance(answer, Exception):
+            errors.append(f"{type(answer).__name__}: {answer}")
+        elif answer:
+            host = answer[0].decode() if isinstance(answer[0], bytes) else str(answer[0])
+            where = (host, int(answer[1]))
+            named[where] = named.get(where, 0) + 1
+    best = max(named.items(), key=lambda item: item[1], default=None)
+    if best is not None and best[1] > sentinels // 2:
+        return best[0]
+    said = ", ".join(f"{h}:{p} by {n}" for (h, p), n in named.items()) or "none named"
+    raise MasterNotFoundError(
+        f"No master found for {service!r}: no majority of the {sentinels} sentinels names "
+        f"one primary ({said}{'; ' + '; '.join(errors) if errors else ''})")
+
+
+class QuorumSentinel(Sentinel):
+    """redis-py's Sentinel, naming the primary a majority of the sentinels agree on."""
+
+    def discover_master(self, service_name: str) -> tuple[str, int]:
+        answers: list[Any] = []
+        for sentinel in self.sentinels:
+            try:
+                answers.append(sentinel.sentinel_get_master_addr_by_name(service_name))
+            except (redis.ConnectionError, redis.ResponseError, redis.TimeoutError) as exc:
+                answers.append(exc)
+        return agreed_primary(answers, len(self.sentinels), service_name)
+
+
+class AsyncQuorumSentinel(AsyncSentinel):
+    """The asyncio form of :class:`QuorumSentinel`."""
+
+    async def discover_master(self, service_name: str) -> tuple[str, int]:
+        answers: list[Any] = []
+        for sentinel in self.sentinels:
+            try:
+                answers.append(await sentinel.sentinel_get_master_addr_by_name(service_name))
+            except (redis.ConnectionError, redis.ResponseError, redis.TimeoutError) as exc:
+                answers.append(exc)
+        return agreed_primary(answers, len(self.sentinels), service_name)
 
 
 def is_sentinel(url: str) -> bool:
@@ -320,7 +391,7 @@ def connect(settings: ClientSettings, *, decode: bool = False, patient: bool = T
     if address is None:
         client = cast(Primary, Primary.from_url(settings.redis.url, **options))
     else:
-        sentinel = Sentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
+        sentinel = QuorumSentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
                             **address.primary_kwargs())
         client = sentinel.master_for(address.master, redis_class=Primary, **options)
     client.replica_wait = ReplicaWait(replicas_to_wait(settings), settings.redis.wait_ms)
@@ -338,8 +409,8 @@ def connect_async(settings: ClientSettings, **options: Any) -> aioredis.Redis:
                 settings.redis.url, **options))
         return aioredis.Redis.from_url(settings.redis.url, **options)
     options.pop("timeout", None)  # the sentinel-managed pool does not block
-    sentinel = AsyncSentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
-                             **address.primary_kwargs())
+    sentinel = AsyncQuorumSentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
+                                   **address.primary_kwargs())
     return sentinel.master_for(address.master, redis_class=aioredis.Redis, **options)
 
 

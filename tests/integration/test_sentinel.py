@@ -10,12 +10,19 @@ import asyncio
 
 import pytest
 import redis
+from redis.sentinel import MasterNotFoundError
 
 from testkit.sentinel import MASTER, SentinelSet
 from testkit.system import free_port
 from voxqueue.celery_config import celery_config
 from voxqueue.observability.doctor import check_sentinels, diagnose
-from voxqueue.redis_conn import RedisAddressError, connect, connect_async, sentinel_address
+from voxqueue.redis_conn import (
+    RedisAddressError,
+    agreed_primary,
+    connect,
+    connect_async,
+    sentinel_address,
+)
 from voxqueue.settings import RedisSettings, Settings
 
 pytestmark = pytest.mark.integration
@@ -93,3 +100,47 @@ def test_the_gateways_asyncio_client_follows_the_primary_through_a_failover(sent
     assert promoted.port != old
     assert asyncio.run(write_and_read(2)) == b"write 2"
     assert redis.Redis(port=promoted.port).get("gateway:probe") == b"write 2"
+
+
+@pytest.mark.parametrize(("answers", "sentinels", "primary"), [
+    ([("10.0.0.1", 6379), (b"10.0.0.1", b"6379"), ("10.0.0.2", 6379)], 3, ("10.0.0.1", 6379)),
+    ([("10.0.0.1", 6379), redis.ConnectionError("refused"), ("10.0.0.1", 6379)], 3,
+     ("10.0.0.1", 6379)),
+    ([("10.0.0.1", 6379)], 1, ("10.0.0.1", 6379)),  # one address for all (a Kubernetes service)
+    ([("10.0.0.1", 6379), ("10.0.0.2", 6379), None], 3, None),  # mid-failover: no majority
+    ([("10.0.0.1", 6379), redis.ConnectionError("refused"), redis.TimeoutError()], 3, None),
+    ([("10.0.0.1", 6379), ("10.0.0.2", 6379)], 2, None),
+])
+def test_the_primary_is_the_one_a_majority_of_the_sentinels_names(answers, sentinels, primary):
+    if primary is not None:
+        assert agreed_primary(answers, sentinels, MASTER) == primary
+        return
+    with pytest.raises(MasterNotFoundError, match="no majority") as refused:
+        agreed_primary(answers, sentinels, MASTER)
+    assert isinstance(refused.value, redis.ConnectionError)  # the callers' retries ask again
+
+
+def test_a_primary_one_sentinel_names_alone_is_not_used_and_doctor_says_why():
+    """Three sentinels, three answers (the primary, the replica, none): a client reaches
+    neither server and doctor names the disagreement; agreement back, the client writes."""
+    found = SentinelSet()
+    try:
+        primary = found.primary().port
+        replica = next(p for p in found.servers if p != primary)
+        one, two = (redis.Redis(port=s.port) for s in found.sentinels[1:])
+        one.execute_command("SENTINEL", "REMOVE", MASTER)
+        one.execute_command("SENTINEL", "MONITOR", MASTER, "127.0.0.1", replica, 2)
+        two.execute_command("SENTINEL", "REMOVE", MASTER)
+        check = check_sentinels(settings(found.url))
+        assert check is not None and not check.ok
+        assert "do not agree on a primary" in check.detail, check.detail
+        r = connect(settings(found.url), patient=False)
+        with pytest.raises(redis.ConnectionError, match="no majority"):
+            r.set("split:probe", "x")
+        assert redis.Redis(port=replica).get("split:probe") is None
+        two.execute_command("SENTINEL", "MONITOR", MASTER, "127.0.0.1", primary, 2)
+        r = connect(settings(found.url), patient=False)
+        r.set("split:probe", "here")  # two of three name the primary again
+        assert redis.Redis(port=primary).get("split:probe") == b"here"
+    finally:
+        found.stop()

@@ -44,7 +44,6 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
-from redis import sentinel as redis_sentinel
 
 from voxqueue.broker import take as broker_take
 from voxqueue.broker.dead_letters import bury
@@ -58,7 +57,7 @@ from voxqueue.broker.sweeps import (
     sweep,
 )
 from voxqueue.broker.take import ring_commands, take_any_command, taken, wait_command
-from voxqueue.redis_conn import ReplicaWait
+from voxqueue.redis_conn import QuorumSentinel, ReplicaWait
 
 __all__ = ["INFLIGHT_INDEX", "TAKEOVER_S", "TAKE_WAIT_S", "Channel", "QoS", "Transport",
            "hold_sweep_turn_in", "inflight_key", "sweep"]
@@ -338,7 +337,7 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
             params.pop(name, None)
         sentinels = [(str(host), int(port)) for host, port in self.sentinels or []] or [
             (self.connection.client.hostname, self.connection.client.port or 26379)]
-        manager = redis_sentinel.Sentinel(
+        manager = QuorumSentinel(
             sentinels, min_other_sentinels=getattr(self, "min_other_sentinels", 0),
             sentinel_kwargs=getattr(self, "sentinel_kwargs", None), **params)
         if asynchronous:
