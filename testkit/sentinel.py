@@ -12,10 +12,19 @@ from typing import Any
 
 import redis
 
-from testkit.system import RedisServer, free_port, redis_server_binary, wait_for_ping
+from testkit.system import (
+    RedisServer,
+    free_port,
+    redis_server_binary,
+    wait_for_ping,
+    wait_synced,
+)
 
 #: The name the sentinels know the primary by (``VOXQUEUE_REDIS_MASTER``).
 MASTER = "voxqueue"
+#: A replica's full sync starts at once (Redis waits 5 s by default for more replicas to join
+#: a diskless sync: the replica would be out of sync for the first seconds of every test).
+SYNC_AT_ONCE = ("--repl-diskless-sync-delay", "0")
 
 
 class Sentinel:
@@ -63,12 +72,12 @@ class SentinelSet:
     """
 
     def __init__(self, *, down_after_ms: int = 1000) -> None:
-        first = RedisServer()
-        second = RedisServer()
+        first = RedisServer(*SYNC_AT_ONCE)
+        second = RedisServer(*SYNC_AT_ONCE, "--replicaof", "127.0.0.1", str(first.port))
         self.servers = {first.port: first, second.port: second}
         first.start()
-        second.extra = ("--replicaof", "127.0.0.1", str(first.port))
         second.start()
+        wait_synced(second.port)
         self.sentinels = [Sentinel(first.port, down_after_ms=down_after_ms) for _ in range(3)]
         for sentinel in self.sentinels:
             sentinel.start()
@@ -114,7 +123,7 @@ class SentinelSet:
         replica of the new primary."""
         assert self.killed is not None
         server, self.killed = self.killed, None
-        server.extra = ()
+        server.extra = SYNC_AT_ONCE
         server.start()
         self._wait(lambda: _is_replica(server.port), 30, "the old primary to rejoin as replica")
 

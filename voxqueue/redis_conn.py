@@ -12,11 +12,12 @@ from urllib.parse import quote, unquote, urlsplit
 import redis
 import redis.asyncio as aioredis
 from redis.asyncio.sentinel import Sentinel as AsyncSentinel
+from redis.asyncio.sentinel import SentinelManagedConnection as AsyncSentinelManagedConnection
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.commands.core import Script
 from redis.exceptions import AuthenticationError, AuthorizationError, NoScriptError
 from redis.retry import Retry
-from redis.sentinel import MasterNotFoundError, Sentinel
+from redis.sentinel import MasterNotFoundError, Sentinel, SentinelManagedConnection
 
 from voxqueue.settings import ClientSettings
 
@@ -323,6 +324,54 @@ class AsyncQuorumSentinel(AsyncSentinel):
         return agreed_primary(answers, len(self.sentinels), service_name)
 
 
+class PrimaryConnection(SentinelManagedConnection):
+    """A connection to the primary the sentinels name, asking them again on every reconnection.
+
+    redis-py 8 reconnects a dropped connection from ``send_packed_command`` through
+    ``connect_check_health``, which skips the discovery ``SentinelManagedConnection.connect``
+    does: after a failover the connection dials the old primary's address again, and once that
+    server is back (restarted, with its old data, a primary until the sentinels make it a
+    replica some ten seconds later) it writes there, and the writes are lost.
+    """
+
+    _dialing = False
+
+    def connect_to(self, address: Any) -> None:
+        self._dialing = True  # (the address was just asked for)
+        try:
+            super().connect_to(address)
+        finally:
+            self._dialing = False
+
+    def connect_check_health(self, check_health: bool = True,
+                             retry_socket_connect: bool = True) -> None:
+        if self._sock is None and not self._dialing and self.connection_pool.is_master:
+            self.host, self.port = self.connection_pool.get_master_address()
+        super().connect_check_health(check_health=check_health,
+                                     retry_socket_connect=retry_socket_connect)
+
+
+class AsyncPrimaryConnection(AsyncSentinelManagedConnection):
+    """The asyncio form of :class:`PrimaryConnection` (redis-py's asyncio connection has the
+    same gap)."""
+
+    _dialing = False
+
+    async def connect_to(self, address: Any) -> None:
+        self._dialing = True
+        try:
+            await super().connect_to(address)
+        finally:
+            self._dialing = False
+
+    async def connect_check_health(self, check_health: bool = True,
+                                   retry_socket_connect: bool = True) -> None:
+        if self._reader is None and not self._dialing and self.connection_pool.is_master:
+            self.host, self.port = await self.connection_pool.get_master_address()
+        await super().connect_check_health(check_health=check_health,
+                                           retry_socket_connect=retry_socket_connect)
+
+
 def is_sentinel(url: str) -> bool:
     return url.startswith("sentinel://")
 
@@ -393,7 +442,8 @@ def connect(settings: ClientSettings, *, decode: bool = False, patient: bool = T
     else:
         sentinel = QuorumSentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
                             **address.primary_kwargs())
-        client = sentinel.master_for(address.master, redis_class=Primary, **options)
+        client = sentinel.master_for(address.master, redis_class=Primary,
+                                     connection_class=PrimaryConnection, **options)
     client.replica_wait = ReplicaWait(replicas_to_wait(settings), settings.redis.wait_ms)
     return client
 
@@ -411,7 +461,8 @@ def connect_async(settings: ClientSettings, **options: Any) -> aioredis.Redis:
     options.pop("timeout", None)  # the sentinel-managed pool does not block
     sentinel = AsyncQuorumSentinel(address.sentinels, sentinel_kwargs=address.sentinel_kwargs(),
                                    **address.primary_kwargs())
-    return sentinel.master_for(address.master, redis_class=aioredis.Redis, **options)
+    return sentinel.master_for(address.master, redis_class=aioredis.Redis,
+                               connection_class=AsyncPrimaryConnection, **options)
 
 
 def redact(url: str) -> str:

@@ -7,12 +7,15 @@ know, no sentinel answering). Turns through a failover: test_redis_failover.py."
 from __future__ import annotations
 
 import asyncio
+import threading
+import time
 
 import pytest
 import redis
 from redis.sentinel import MasterNotFoundError
 
-from testkit.sentinel import MASTER, SentinelSet
+from testkit.clock import wait_until
+from testkit.sentinel import MASTER, SYNC_AT_ONCE, SentinelSet
 from testkit.system import free_port
 from voxqueue.celery_config import celery_config
 from voxqueue.observability.doctor import check_sentinels, diagnose
@@ -142,5 +145,48 @@ def test_a_primary_one_sentinel_names_alone_is_not_used_and_doctor_says_why():
         r = connect(settings(found.url), patient=False)
         r.set("split:probe", "here")  # two of three name the primary again
         assert redis.Redis(port=primary).get("split:probe") == b"here"
+    finally:
+        found.stop()
+
+
+def test_after_a_failover_writes_go_to_the_new_primary_even_when_the_old_one_is_back():
+    """The killed primary restarted at once is a primary again, with its old data, until the
+    sentinels make it a replica (some ten seconds): a connection that redials it (redis-py's
+    does, for a command in flight when the primary died) writes there, and loses the writes
+    when it resyncs. Every reconnection asks the sentinels instead."""
+    found = SentinelSet()
+    try:
+        r = connect(settings(found.url))
+        ran: list[tuple[float, str, int]] = []  # (when, key, the port of the server that ran it)
+        stop = threading.Event()
+
+        def writer(n: int) -> None:  # writes in flight across the kill
+            i = 0
+            while not stop.is_set():
+                i += 1
+                with r.pipeline(transaction=False) as pipe:
+                    pipe.set(f"w{n}:{i}", "1")
+                    pipe.info("server")
+                    pipe.execute_command("WAIT", 2, 100)  # (in flight most of the time)
+                    port = int(pipe.execute()[1]["tcp_port"])
+                ran.append((time.monotonic(), f"w{n}:{i}", port))
+
+        threads = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(3)]
+        for thread in threads:
+            thread.start()
+        wait_until(lambda: len(ran) >= 6, "writes before the kill")
+        killed = found.kill_primary()
+        found.wait_failover()
+        killed.extra = SYNC_AT_ONCE  # back at once, as a supervisor would bring it back
+        killed.start()
+        back = time.monotonic()
+        new = found.primary().port
+        wait_until(lambda: sum(t > back for t, _, _ in ran) >= 15, "writes after", timeout=20)
+        stop.set()
+        for thread in threads:
+            thread.join(5)
+        after = [(key, port) for t, key, port in ran if t > back]
+        assert {port for _, port in after} == {new}, f"the primary is {new}: {after}"
+        assert redis.Redis(port=new).exists(*(key for key, _ in after)) == len(after)
     finally:
         found.stop()

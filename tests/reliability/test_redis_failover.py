@@ -37,7 +37,7 @@ def failover(plan: Plan, tmp_path, reliability_case) -> None:
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("layout", ["per-queue", "default"])
 def test_failover_and_back_under_turns(layout, tmp_path, reliability_case):
-    plan = Plan(seed=chosen_seed(), layout=layout, sessions=4, turns=12, kills=0,
+    plan = Plan(seed=chosen_seed(), layout=layout, sessions=4, turns=20, kills=0,
                 mean_gap_s=2.0, failovers=2)
     failover(plan, tmp_path, reliability_case)
 

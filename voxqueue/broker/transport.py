@@ -57,7 +57,7 @@ from voxqueue.broker.sweeps import (
     sweep,
 )
 from voxqueue.broker.take import ring_commands, take_any_command, taken, wait_command
-from voxqueue.redis_conn import QuorumSentinel, ReplicaWait
+from voxqueue.redis_conn import PrimaryConnection, QuorumSentinel, ReplicaWait
 
 __all__ = ["INFLIGHT_INDEX", "TAKEOVER_S", "TAKE_WAIT_S", "Channel", "QoS", "Transport",
            "hold_sweep_turn_in", "inflight_key", "sweep"]
@@ -317,8 +317,9 @@ class Transport(SweepingTransport):
 
 
 class SentinelChannel(Channel, kombu_redis.SentinelChannel):
-    """The same channel, on the primary the sentinels name (``sentinel://`` URLs): every new
-    connection asks them, so a reconnection after a failover finds the new primary.
+    """The same channel, on the primary a majority of the sentinels name (``sentinel://``
+    URLs): every new connection and every reconnection asks them, so a reconnection after a
+    failover finds the new primary.
 
     The sentinels come from the ``sentinels`` transport option, and the broker URL names one
     of them: kombu takes the other URLs of a ``;`` list as alternates, and switching to one
@@ -330,6 +331,8 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
         *Channel.from_transport_options, *kombu_redis.SentinelChannel.from_transport_options,
         "sentinels")))
     sentinels: list[tuple[str, int]] | None = None
+    #: Each reconnection asks the sentinels again (redis-py's own redials the old primary).
+    connection_class = PrimaryConnection
 
     def _sentinel_managed_pool(self, asynchronous: bool = False) -> Any:
         params = self._connparams(asynchronous)
