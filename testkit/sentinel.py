@@ -38,6 +38,7 @@ class Sentinel:
             f"port {self.port}",
             "bind 127.0.0.1",
             f"dir {self.dir}",
+            f"logfile {self.dir / 'sentinel.log'}",  # (its failovers, when a test fails)
             f"sentinel monitor {MASTER} 127.0.0.1 {primary_port} {quorum}",
             f"sentinel down-after-milliseconds {MASTER} {down_after_ms}",
             f"sentinel failover-timeout {MASTER} {max(3000, 3 * down_after_ms)}",

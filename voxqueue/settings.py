@@ -59,9 +59,10 @@ class RedisSettings(BaseSettings):
     wait_replicas: int | None = Field(default=None, ge=0,
                                       validation_alias="VOXQUEUE_REDIS_WAIT_REPLICAS")
     """Replicas that must hold a once-write (a side effect's claim, a stage's done marker, a
-    history append, a turn's creation), a job's delivery and a published job before the system
-    acts on it (Redis ``WAIT``), so a failover cannot undo them. Unset: 1 with a
-    ``sentinel://`` URL, else 0 (no replica)."""
+    history append, a turn's creation), a turn's state (a piece of speech's number, a sentence
+    spoken), a timer's firing, a job's delivery and a published job before the system acts on
+    it (Redis ``WAIT``), so a failover cannot undo them. Unset: 1 with a ``sentinel://`` URL,
+    else 0 (no replica)."""
     wait_ms: int = Field(default=200, ge=1, validation_alias="VOXQUEUE_REDIS_WAIT_MS")
     """The longest such a write waits for its replicas; then it goes on unconfirmed (logged),
     and writes wait at most 10 ms until the primary has its replicas in sync again."""

@@ -5,8 +5,8 @@ promote the replica, and the killed server comes back as a replica, so the next 
 back. The chaos ledger then checks every turn, every history and the side effect's file
 (tests/reliability/chaos_ledger.py), and each gap is measured from the kill to a write.
 
-Both forms run with ``--crash`` only, for now: the failover guarantee is not yet held in every
-layout (docs/failover.md says what these runs have shown so far).
+The short form (two failovers, each layout) runs in ``./vq test``; the long one (five) with
+``--crash``. docs/failover.md has the figures.
 """
 
 from __future__ import annotations
@@ -20,8 +20,16 @@ from tests.reliability.test_chaos import checked_run
 pytestmark = pytest.mark.integration
 
 
+#: The sentinels declare a primary down after this long without an answer: compose's setting.
+#: At 1 s (the Sentinel tests'), on a machine busy with other suites, the sentinels once made
+#: a third failover after two kills (their config epoch said so), back to the old primary,
+#: restarted and not yet a replica: every write since the second failover was undone, which
+#: no client can prevent. Production settings are longer still.
+DOWN_AFTER_MS = 3000
+
+
 def failover(plan: Plan, tmp_path, reliability_case) -> None:
-    sentinels = SentinelSet()
+    sentinels = SentinelSet(down_after_ms=DOWN_AFTER_MS)
     try:
         found = checked_run(plan, tmp_path, reliability_case, sentinels.url,
                             f"{plan.failovers} SIGKILLs of the Redis primary",
@@ -33,7 +41,6 @@ def failover(plan: Plan, tmp_path, reliability_case) -> None:
           f"{[round(g, 1) for g in found.failover_gaps]} s")
 
 
-@pytest.mark.crash
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("layout", ["per-queue", "default"])
 def test_failover_and_back_under_turns(layout, tmp_path, reliability_case):
