@@ -31,6 +31,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 item.add_marker(skip)
 
 
+#: Test files that each run a whole system under random kills or failovers for a minute or
+#: more: ``./vq test``'s two test processes (pytest-xdist, one file at a time each) never run
+#: two of them at once, which on two cores slowed every stage enough for a turn's job to be
+#: killed three times (CI, 2026-12-07).
+HEAVY_FILES = frozenset({"tests/reliability/test_chaos.py",
+                         "tests/reliability/test_redis_failover.py"})
+
+
+@pytest.hookimpl(optionalhook=True)  # (pytest-xdist's hook: unknown without it)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadfile``, with the heavy files as one unit (one process runs them in turn)."""
+    if config.getoption("dist", None) != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HeavyFilesTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "heavy" if scope in HEAVY_FILES else scope
+
+    return HeavyFilesTogether(config, log)
+
+
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
     server = RedisServer()

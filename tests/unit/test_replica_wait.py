@@ -13,6 +13,7 @@ import pytest
 import redis
 from kombu import Connection
 
+from testkit.clock import wait_until
 from testkit.system import RedisServer, wait_synced
 from voxqueue.contracts import TurnSpec
 from voxqueue.keys import Keys
@@ -109,6 +110,9 @@ def test_after_a_wait_that_found_too_few_replicas_writes_wait_briefly_until_one_
         replica.start()
         wait_synced(replica.port)
         link = redis.Redis(port=replica.port)
+        primary = redis.Redis(port=lonely.port)  # (its own view lags the replica's a little)
+        wait_until(lambda: primary.info("replication").get("slave0", {}).get("state")
+                   == "online", "the primary to see its replica online")
         wait._checked = 0.0  # (the primary is asked at most every RECHECK_S)
         assert wait.timeout_ms(r) == 800, "the replica is back in sync: waits are whole again"
         Once(r, marker="m:back").call("SET", "k:back", "v").run()
