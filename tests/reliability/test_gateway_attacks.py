@@ -314,8 +314,9 @@ def test_bad_input_is_4xx_with_a_message_never_5xx(gateway, reliability_case):
                    device.http.post("/v1/turns", content=b'{"text": "hi", "deadline_s": NaN}',
                                     headers={"content-type": "application/json"})]
         with socket_of(gateway, device, deadline_s="-1") as ws:
-            ws.send(b"\0" * 640)
-            streamed = refusal(ws)
+            with contextlib.suppress(ConnectionClosed):  # (refused before the audio, at times)
+                ws.send(b"\0" * 640)
+            streamed = refusal(ws)  # (the refusal sent before the close is still read)
     for answer in answers:
         assert 400 <= answer.status_code < 500, (answer.status_code, answer.text)
         assert answer.json()["message"], answer.text
