@@ -343,3 +343,7 @@ def test_compose_sentinel_override_points_every_process_at_the_sentinels():
     assert "masterauth" in " ".join(sentinel["services"]["redis"]["entrypoint"]), \
         "the old primary follows the new one when it comes back"
     assert "--appendfsync" in sentinel["services"]["redis-replica"]["command"]
+    # As the failover tests' servers (testkit/sentinel.py SYNC_AT_ONCE): a replica syncs at once.
+    for server in ("redis", "redis-replica"):
+        assert "repl-diskless-sync-delay 0" in " ".join(sentinel["services"][server]["entrypoint"])
+    assert "down-after-milliseconds voxqueue 3000" in script  # the failover tests' DOWN_AFTER_MS
