@@ -280,34 +280,51 @@ def agreed_primary(answers: list[Any], sentinels: int, service: str) -> tuple[st
     ``MasterNotFoundError`` (a connection error: the caller's retries ask again) while no
     majority agrees.
     """
-    named: dict[tuple[str, int], int] = {}
-    errors = []
-    for answer in answers:
-        if isinstance(answer, Exception):
-            errors.append(f"{type(answer).__name__}: {answer}")
-        elif answer:
-            host = answer[0].decode() if isinstance(answer[0], bytes) else str(answer[0])
-            where = (host, int(answer[1]))
-            named[where] = named.get(where, 0) + 1
-    best = max(named.items(), key=lambda item: item[1], default=None)
-    if best is not None and best[1] > sentinels // 2:
-        return best[0]
+    found = _majority(answers, sentinels)
+    if found is not None:
+        return found
+    named = _named(answers)
+    errors = [f"{type(a).__name__}: {a}" for a in answers if isinstance(a, Exception)]
     said = ", ".join(f"{h}:{p} by {n}" for (h, p), n in named.items()) or "none named"
     raise MasterNotFoundError(
         f"No master found for {service!r}: no majority of the {sentinels} sentinels names "
         f"one primary ({said}{'; ' + '; '.join(errors) if errors else ''})")
 
 
+def _named(answers: list[Any]) -> dict[tuple[str, int], int]:
+    """How many of ``answers`` name each primary."""
+    named: dict[tuple[str, int], int] = {}
+    for answer in answers:
+        if answer and not isinstance(answer, Exception):
+            host = answer[0].decode() if isinstance(answer[0], bytes) else str(answer[0])
+            where = (host, int(answer[1]))
+            named[where] = named.get(where, 0) + 1
+    return named
+
+
+def _majority(answers: list[Any], sentinels: int) -> tuple[str, int] | None:
+    """The primary more than half of ``sentinels`` name in ``answers`` so far, or None."""
+    best = max(_named(answers).items(), key=lambda item: item[1], default=None)
+    return best[0] if best is not None and best[1] > sentinels // 2 else None
+
+
+#: What asking one sentinel may raise (its answer is then an error, not a vote).
+_ASK_ERRORS = (redis.ConnectionError, redis.ResponseError, redis.TimeoutError)
+
+
 class QuorumSentinel(Sentinel):
-    """redis-py's Sentinel, naming the primary a majority of the sentinels agree on."""
+    """redis-py's Sentinel, naming the primary a majority of the sentinels agree on (asked in
+    turn, until a majority agrees: a sentinel that does not answer costs only when needed)."""
 
     def discover_master(self, service_name: str) -> tuple[str, int]:
         answers: list[Any] = []
         for sentinel in self.sentinels:
             try:
                 answers.append(sentinel.sentinel_get_master_addr_by_name(service_name))
-            except (redis.ConnectionError, redis.ResponseError, redis.TimeoutError) as exc:
+            except _ASK_ERRORS as exc:
                 answers.append(exc)
+            if (found := _majority(answers, len(self.sentinels))) is not None:
+                return found
         return agreed_primary(answers, len(self.sentinels), service_name)
 
 
@@ -319,8 +336,10 @@ class AsyncQuorumSentinel(AsyncSentinel):
         for sentinel in self.sentinels:
             try:
                 answers.append(await sentinel.sentinel_get_master_addr_by_name(service_name))
-            except (redis.ConnectionError, redis.ResponseError, redis.TimeoutError) as exc:
+            except _ASK_ERRORS as exc:
                 answers.append(exc)
+            if (found := _majority(answers, len(self.sentinels))) is not None:
+                return found
         return agreed_primary(answers, len(self.sentinels), service_name)
 
 
