@@ -190,3 +190,19 @@ def test_after_a_failover_writes_go_to_the_new_primary_even_when_the_old_one_is_
         assert redis.Redis(port=new).exists(*(key for key, _ in after)) == len(after)
     finally:
         found.stop()
+
+
+def test_with_most_sentinels_gone_doctor_says_no_majority_answers_and_clients_wait():
+    """Two of three sentinels stopped: no quorum to fail over, and no majority to name the
+    primary; doctor says so in one line, and a new client connection is refused."""
+    found = SentinelSet()
+    try:
+        for sentinel in found.sentinels[1:]:
+            sentinel.stop()
+        check = check_sentinels(settings(found.url))
+        assert check is not None and not check.ok
+        assert "no majority of the 3 sentinels" in check.detail, check.detail
+        with pytest.raises(redis.ConnectionError, match="no majority"):
+            connect(settings(found.url), patient=False).set("quorum:probe", "x")
+    finally:
+        found.stop()
