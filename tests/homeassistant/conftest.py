@@ -65,6 +65,10 @@ class FakeLLM:
     def script_chat(self, *responses: dict[str, Any]) -> None:
         self._call("POST", "chat", list(responses))
 
+    def fail_chat(self, times: int) -> None:
+        """The next ``times`` chat completions answer 500."""
+        self._call("POST", "faults", {"route": "chat", "status": 500, "times": times})
+
     def chat_requests(self) -> list[dict[str, Any]]:
         """The bodies of the chat completions asked for, in order."""
         state = self._call("GET", "requests")

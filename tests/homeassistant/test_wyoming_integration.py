@@ -11,20 +11,22 @@ Assist pipeline from audio.
 from __future__ import annotations
 
 import io
+import json
 import re
 import wave
 from collections.abc import AsyncIterator
 from importlib.metadata import version
+from pathlib import Path
 
+import homeassistant.components
 import pytest
+from conftest import SPEECH, Voxqueue
 from homeassistant.components import assist_pipeline, conversation, stt, tts
 from homeassistant.components.tts.helper import get_engine_instance
 from homeassistant.config_entries import ConfigEntry, ConfigEntryState
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import entity_registry as er
 from homeassistant.setup import async_setup_component
-
-from conftest import SPEECH, Voxqueue
 
 #: Every test talks to voxqueue over TCP (Home Assistant's harness blocks sockets by default).
 pytestmark = pytest.mark.usefixtures("socket_enabled")
@@ -90,6 +92,31 @@ def entity_of(hass: HomeAssistant, entry: ConfigEntry, domain: str) -> str:
     return found
 
 
+# -- the pins ---------------------------------------------------------------------------------
+def test_the_pins_are_the_integrations_own():
+    """``requirements-<version>.txt`` pins what the manifests of ``wyoming`` and of the
+    integrations it depends on ask for (Home Assistant installs them at run time, its test
+    harness does not), and they are what is installed."""
+    pins = Path(__file__).with_name(f"requirements-{version('homeassistant')}.txt")
+    pinned = {line.strip() for line in pins.read_text().splitlines()
+              if line.strip() and not line.startswith("#")
+              and not line.startswith("pytest-homeassistant-custom-component")}
+    components = Path(homeassistant.components.__path__[0])
+    asked: set[str] = set()
+    todo, seen = ["wyoming"], set()
+    while todo:
+        if (domain := todo.pop()) in seen:
+            continue
+        seen.add(domain)
+        manifest = json.loads((components / domain / "manifest.json").read_text())
+        asked.update(manifest.get("requirements", []))
+        todo += manifest.get("dependencies", [])
+    assert pinned == asked
+    for requirement in asked:
+        name, wanted = requirement.split("==")
+        assert version(name) == wanted, requirement
+
+
 # -- the config entry ---------------------------------------------------------------------------
 async def test_the_integration_loads_with_stt_tts_and_the_agent(hass, entry, voxqueue):
     assert entry.state is ConfigEntryState.LOADED
@@ -140,9 +167,16 @@ async def test_silence_is_no_text_recognized_not_an_error(hass, entry):
 
 # -- text to speech -----------------------------------------------------------------------------
 async def test_a_sentence_is_spoken(hass, entry):
-    stream = tts.async_create_stream(hass, entity_of(hass, entry, "tts"), "en", WAV)
-    stream.async_set_message("The kitchen lights are on. The door is locked.")
-    assert 2.0 < speech_seconds(await heard(stream)) < 8.0
+    """Every sentence is heard: voxqueue synthesizes them apart, and relays them as one
+    audio (Home Assistant with wyoming 1.5 stops reading at the first ``audio-stop``)."""
+    engine = entity_of(hass, entry, "tts")
+    one = tts.async_create_stream(hass, engine, "en", WAV)
+    one.async_set_message("The kitchen lights are on.")
+    two = tts.async_create_stream(hass, engine, "en", WAV)
+    two.async_set_message("The kitchen lights are on. The front door is locked.")
+    one_s, two_s = speech_seconds(await heard(one)), speech_seconds(await heard(two))
+    assert 1.0 < one_s < 5.0
+    assert 1.5 * one_s < two_s < 3 * one_s, (one_s, two_s)
 
 
 @pytest.mark.skipif(WYOMING < (1, 7), reason="Home Assistant with wyoming 1.5 streams no text "
@@ -207,6 +241,19 @@ async def test_a_command_is_answered_by_the_local_intents(hass, entry, voxqueue)
                             "What is twelve times thirteen?", None)
     assert "156" in result.response.speech["plain"]["speech"]
     assert voxqueue.llm.chat_requests() == []  # voxqueue's local intents first, no LLM
+
+
+async def test_an_agent_that_fails_is_reported_not_waited_for(hass, entry, voxqueue):
+    """The LLM answers 500 to every try: voxqueue sends ``not-handled`` with the reason, and
+    Home Assistant says the agent failed to handle it."""
+    voxqueue.llm.fail_chat(times=20)
+    result = await conversation.async_converse(hass, "Tell me a story about dragons.", None,
+                                               Context(), language="en",
+                                               agent_id=entity_of(hass, entry, "conversation"))
+    response = result.response
+    assert response.response_type.value == "error", response.as_dict()
+    assert response.error_code.value == "failed_to_handle", response.as_dict()
+    assert len(voxqueue.llm.chat_requests()) >= 1
 
 
 # -- the whole Assist pipeline ------------------------------------------------------------------
