@@ -14,6 +14,10 @@ import pytest
 
 from testkit import ROOT, SPEECH, RedisServer, free_port, system_env
 
+#: Home Assistant's tests run in Home Assistant's own virtualenv (``./vq test --ha``), with their
+#: own configuration: never collected here.
+collect_ignore = ["homeassistant"]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--soak", action="store_true", help="run the long soak variants")

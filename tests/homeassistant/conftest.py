@@ -16,6 +16,7 @@ dependencies. So voxqueue runs in processes of its own, from voxqueue's virtuale
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import signal
@@ -29,9 +30,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import pytest_socket
 from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
+
+if importlib.util.find_spec("pytest_homeassistant_custom_component") is None:
+    # voxqueue's virtualenv (pytest tests/homeassistant): these run in Home Assistant's own,
+    # with ./vq test --ha.
+    collect_ignore_glob = ["*"]
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEECH = ROOT / "tests" / "fixtures" / "speech"
@@ -148,7 +153,9 @@ def voxqueue(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Voxqueue]:
         pytest.fail(f"voxqueue's virtualenv is not at {MAIN_PYTHON} (./vq test --ha makes it; "
                     "or set VOXQUEUE_MAIN_PYTHON)")
     logs = tmp_path_factory.mktemp("voxqueue")
-    pytest_socket.enable_socket()  # (Home Assistant's harness blocks sockets; each test asks)
+    import pytest_socket  # Home Assistant's harness blocks sockets; each test asks for them
+
+    pytest_socket.enable_socket()
     procs: list[subprocess.Popen[bytes]] = []
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("VOXQUEUE_", "OPENAI_", "ELEVENLABS_", "PYTHON"))}
