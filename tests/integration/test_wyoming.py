@@ -32,7 +32,7 @@ from wyoming.tts import (
 
 from testkit.clock import wait_until
 from testkit.waiting import tasks_of_turn
-from tests.conftest import ROOT, SPEECH, free_port
+from tests.conftest import ROOT, SPEECH, free_port, system_env
 from voxqueue.audio import read_speech
 from voxqueue.wyoming.audio_out import CHUNK_BYTES
 
@@ -60,18 +60,23 @@ def server(system, tmp_path_factory) -> Iterator[Server]:
     log = log_path.open("wb")
     proc = subprocess.Popen([*VOXQUEUE, "wyoming", "--uri", f"tcp://127.0.0.1:{port}"],
                             env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
-    give_up = time.time() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None and time.time() < give_up, log_path.read_text()
-            time.sleep(0.2)
+    wait_for_port(proc, port, log_path)
     yield Server(port, log_path)
     proc.terminate()
     proc.wait(10)
     log.close()
+
+
+def wait_for_port(proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+    """Until the server listens (its log in the failure when it exits first)."""
+    give_up = time.time() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert proc.poll() is None and time.time() < give_up, log.read_text()
+            time.sleep(0.2)
 
 
 def run(coro):  # type: ignore[no-untyped-def]
@@ -136,6 +141,37 @@ def test_ping_is_answered(server):
             return (await read_until(client, "pong"))[-1]
 
     assert Pong.from_event(run(go())).text == "hi"
+
+
+def test_describe_answers_at_once_when_redis_does_not(tmp_path):
+    """Home Assistant waits 1 s for ``describe`` (three tries, then "unable to connect"). With
+    a Redis that takes connections and never answers, the server answers from its settings
+    after 0.5 s instead of riding the silence out as a turn would (10 s a try, then retries)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        port = free_port()
+        env = system_env(f"redis://127.0.0.1:{silent.getsockname()[1]}/0", None,
+                         VOXQUEUE_STT="pocketsphinx", VOXQUEUE_LLM="local", VOXQUEUE_TTS="piper")
+        log = (tmp_path / "wyoming.log").open("wb")
+        proc = subprocess.Popen([*VOXQUEUE, "wyoming", "--uri", f"tcp://127.0.0.1:{port}"],
+                                env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            wait_for_port(proc, port, tmp_path / "wyoming.log")
+
+            async def go() -> Info:
+                async with AsyncTcpClient("127.0.0.1", port) as client:
+                    await client.write_event(Describe().event())
+                    return Info.from_event((await read_until(client, "info"))[-1])
+
+            info = asyncio.run(asyncio.wait_for(go(), 5))
+        finally:
+            proc.terminate()
+            proc.wait(10)
+            log.close()
+    assert info.asr[0].models[0].name == "pocketsphinx"
+    assert info.tts[0].voices[0].name == "joe-us"
+    assert info.handle[0].models[0].name == "local intents"
 
 
 # -- speech to text -----------------------------------------------------------------------------
