@@ -16,6 +16,7 @@ import re
 import wave
 from collections.abc import AsyncIterator
 from importlib.metadata import version
+from ipaddress import ip_address
 from pathlib import Path
 
 import homeassistant.components
@@ -26,6 +27,7 @@ from homeassistant.components.tts.helper import get_engine_instance
 from homeassistant.config_entries import ConfigEntry, ConfigEntryState
 from homeassistant.core import Context, HomeAssistant
 from homeassistant.helpers import entity_registry as er
+from homeassistant.helpers.service_info.zeroconf import ZeroconfServiceInfo
 from homeassistant.setup import async_setup_component
 
 #: Every test talks to voxqueue over TCP (Home Assistant's harness blocks sockets by default).
@@ -137,6 +139,28 @@ async def test_the_integration_loads_with_stt_tts_and_the_agent(hass, entry, vox
     assert voice is not None and voice.supported_languages == ["en"]
     if hasattr(voice, "async_supports_streaming_input"):  # Home Assistant 2025.7 and later
         assert voice.async_supports_streaming_input() is (WYOMING >= (1, 7))
+
+
+async def test_discovered_by_zeroconf_it_is_added_once_confirmed(hass, voxqueue, tmp_path):
+    """``voxqueue wyoming --zeroconf NAME`` advertises ``_wyoming._tcp`` (checked in the main
+    suite); Home Assistant, told of it, asks voxqueue what it is and offers to add it."""
+    hass.config.config_dir = str(tmp_path)
+    assert await async_setup_component(hass, "homeassistant", {})
+    found = ZeroconfServiceInfo(
+        ip_address=ip_address("127.0.0.1"), ip_addresses=[ip_address("127.0.0.1")],
+        port=voxqueue.port, hostname="voxqueue.local.", type="_wyoming._tcp.local.",
+        name="kitchen._wyoming._tcp.local.", properties={})
+    flow = await hass.config_entries.flow.async_init("wyoming", context={"source": "zeroconf"},
+                                                     data=found)
+    assert flow["type"] == "form" and flow["step_id"] == "zeroconf_confirm", flow
+    assert flow["description_placeholders"] == {"name": "voxqueue-stt"}
+    result = await hass.config_entries.flow.async_configure(flow["flow_id"], {})
+    assert result["type"] == "create_entry", result
+    assert result["data"] == {"host": "127.0.0.1", "port": voxqueue.port}
+    await hass.async_block_till_done()
+    assert result["result"].state is ConfigEntryState.LOADED
+    await hass.config_entries.async_unload(result["result"].entry_id)
+    await hass.async_block_till_done()
 
 
 # -- speech to text -----------------------------------------------------------------------------
