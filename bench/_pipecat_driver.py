@@ -7,8 +7,8 @@ One pipeline per concurrent session, kept across turns as a Pipecat server keeps
 the OpenAI LLM service (streaming chat) → the ElevenLabs HTTP TTS service (a request per
 sentence, Pipecat's default sentence aggregation) → a sink that notes the first and last audio
 frame. A typed question goes in as an ``LLMContextFrame`` (the question; the system prompt is
-the LLM service's). Each stdin line ``{"concurrency": N, "turns": [{"id", "question"}, ...]}`` runs the
-turns N at a time and answers ``{"turns": [{"id", "t0", "first_audio", "last_audio"}]}``
+the LLM service's). Each stdin line ``{"concurrency": N, "turns": [{"id", "question"}, ...]}``
+runs the turns N at a time and answers ``{"turns": [{"id", "t0", "first_audio", "last_audio"}]}``
 (epoch seconds: question queued, first audio frame out of the TTS, last one).
 """
 
@@ -83,6 +83,14 @@ class Session:
                 "last_audio": self.sink.last_audio}
 
 
+async def serve(session: Session, todo: list[dict[str, str]],
+                done: list[dict[str, Any]]) -> None:
+    """Run the turns left in ``todo`` on one session, one after another."""
+    while todo:
+        item = todo.pop(0)
+        done.append(await session.turn(item["id"], item["question"]))
+
+
 async def main(openai_url: str, eleven_url: str) -> None:
     loop = asyncio.get_running_loop()
     runner = WorkerRunner(handle_sigint=False)
@@ -100,15 +108,10 @@ async def main(openai_url: str, eleven_url: str) -> None:
                 if running is None:
                     running = asyncio.create_task(runner.run(auto_end=False))
                 await asyncio.sleep(1.0)  # the new pipelines start
-            todo = list(order["turns"])
+            todo: list[dict[str, str]] = list(order["turns"])
             done: list[dict[str, Any]] = []
-
-            async def serve(session: Session) -> None:
-                while todo:
-                    item = todo.pop(0)
-                    done.append(await session.turn(item["id"], item["question"]))
-
-            await asyncio.gather(*(serve(s) for s in sessions[:order["concurrency"]]))
+            await asyncio.gather(*(serve(s, todo, done)
+                                   for s in sessions[:order["concurrency"]]))
             print(json.dumps({"turns": done}), flush=True)
         await runner.cancel()
         if running is not None:

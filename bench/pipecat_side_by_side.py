@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.harness import bench_system, percentile
+from bench.harness import bench_system, cpu_seconds, percentile
 from testkit import ROOT
 from testkit.fakes.provider_server import streamed_words
 from voxqueue.client.direct import Client
@@ -113,7 +113,7 @@ class Pipecat:
         self.proc = subprocess.Popen([str(python), str(DRIVER), fake.openai_base_url, fake.url],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
 
-    def run(self, turns: list[dict[str, str]], concurrency: int) -> list[dict[str, float]]:
+    def run(self, turns: list[dict[str, str]], concurrency: int) -> list[dict[str, Any]]:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.proc.stdin.write(json.dumps({"concurrency": concurrency, "turns": turns}) + "\n")
         self.proc.stdin.flush()
@@ -135,11 +135,11 @@ class Pipecat:
 
 
 def voxqueue_run(client: Client, turns: list[dict[str, str]],
-                 concurrency: int) -> list[dict[str, float]]:
+                 concurrency: int) -> list[dict[str, Any]]:
     """Ask each question, ``concurrency`` at a time; when each was asked and when its first and
     last audio reached this client."""
     todo = list(turns)
-    done: list[dict[str, float | str]] = []
+    done: list[dict[str, Any]] = []
     lock = threading.Lock()
 
     def worker() -> None:
@@ -166,7 +166,7 @@ def voxqueue_run(client: Client, turns: list[dict[str, str]],
         t.start()
     for t in threads:
         t.join()
-    return done  # type: ignore[return-value]
+    return done
 
 
 # ------------------------------------------------------------------ the split
@@ -210,6 +210,7 @@ def main() -> None:
     levels = (1, args.concurrency)
     rows: dict[tuple[str, int], list[dict[str, float]]] = {
         (side, level): [] for side in ("voxqueue", "Pipecat") for level in levels}
+    cpu: dict[tuple[str, int], list[float]] = {key: [] for key in rows}
     counter = iter(range(10**6))
 
     def batch(n: int) -> list[dict[str, str]]:
@@ -222,16 +223,24 @@ def main() -> None:
         try:
             sides = {"voxqueue": lambda t, c: voxqueue_run(system.client, t, c),
                      "Pipecat": pipecat.run}
+            # Each side's processes: voxqueue's workers, Redis and this process (its client);
+            # Pipecat's one. The fake providers serve both and count for neither.
+            pids = {"voxqueue": [pid for role, pid in system.pids.items()
+                                 if role != "fake providers"],
+                    "Pipecat": [pipecat.proc.pid]}
 
             def run(side: str, level: int, n: int, keep: bool) -> None:
                 turns = batch(n)
                 fake.script_chat(*({"match": t["tag"], "content": reply_of(t["tag"])}
                                    for t in turns))
                 since = time.time()
+                cpu_before = sum(cpu_seconds(pid) for pid in pids[side])
                 done = sides[side]([{"id": t["id"], "question": t["question"]} for t in turns],
                                    level)
                 if not keep:
                     return
+                spent = sum(cpu_seconds(pid) for pid in pids[side]) - cpu_before
+                cpu[(side, level)].append(spent * 1000 / n)
                 requests = [r for r in fake.requests if r["ts"] >= since]
                 tags = {t["id"]: t["tag"] for t in turns}
                 rows[(side, level)] += [split(d, requests, tags[d["id"]], floor) for d in done]
@@ -247,10 +256,11 @@ def main() -> None:
                 print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
         finally:
             pipecat.close()
-    report(rows, levels, floor)
+    report(rows, cpu, levels, floor)
 
 
-def report(rows: dict[tuple[str, int], list[dict[str, float]]], levels: tuple[int, ...],
+def report(rows: dict[tuple[str, int], list[dict[str, float]]],
+           cpu: dict[tuple[str, int], list[float]], levels: tuple[int, ...],
            floor: float) -> None:
     today = datetime.date.today().isoformat()
     print(f"\n{today}, profile {PROFILE}, first-audio floor {floor * 1000:.0f} ms; "
@@ -258,14 +268,16 @@ def report(rows: dict[tuple[str, int], list[dict[str, float]]], levels: tuple[in
     columns = ["first-audio overhead", *HOPS, "providers, late on the profile",
                "whole reply received"]
     keys = ["overhead", *HOPS, "providers, late on the profile", "whole reply received"]
-    print("| side | concurrent | turns | " + " | ".join(columns) + " |")
-    print("|---|---|---|" + "---|" * len(columns))
+    print("| side | concurrent | turns | " + " | ".join(columns) + " | CPU per turn (median "
+          "of rounds) |")
+    print("|---|---|---|" + "---|" * (len(columns) + 1))
     for level in levels:
         for side in ("voxqueue", "Pipecat"):
             got = rows[(side, level)]
             cells = [f"{statistics.median(v):.0f} / {percentile(v, 95):.0f}"
                      for v in ([g[k] for g in got] for k in keys)]
-            print(f"| {side} | {level} | {len(got)} | " + " | ".join(cells) + " |")
+            print(f"| {side} | {level} | {len(got)} | " + " | ".join(cells)
+                  + f" | {statistics.median(cpu[(side, level)]):.0f} |")
 
 
 if __name__ == "__main__":
