@@ -18,6 +18,8 @@ up to the first sentence's mark, the voice's first byte. Overhead = first audio 
 split it into hops: question → LLM request; the first sentence's last token → TTS request; the
 TTS's first byte → first audio at the client. (Pipecat's sentence cutter waits for the next
 token's first letter before it sends a sentence: that token's time is in its second hop.)
+CPU per turn: voxqueue's workers, Redis and this process (its client); Pipecat's process; the
+fake's for neither.
 """
 
 from __future__ import annotations
