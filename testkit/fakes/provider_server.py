@@ -35,12 +35,18 @@ as a voice with noise, or ElevenLabs, never says a sentence the same way twice.
 
 Latency profile (``set_profile``): stt_delay_s, llm_ttft_s, llm_tokens_per_s (0 = unpaced),
 tts_ttfb_s, tts_rtf (0 = as fast as possible). All default to 0.
+
+Text to speech over HTTP: ``/v1/text-to-speech/{voice}/stream`` answers raw PCM,
+``.../stream/with-timestamps`` (Pipecat's ``ElevenLabsHttpTTSService``) a JSON line per chunk
+(``audio_base64``, null alignments). Each request is recorded with ``ts`` (its arrival) and,
+for a streamed chat or TTS answer, ``sent_ts`` (when each chunk was written), epoch seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import copy
 import hashlib
 import io
@@ -350,6 +356,10 @@ class FakeProviders(_Queries):
         app.router.add_post(
             "/v1/text-to-speech/{voice_id}/stream", self._provider("tts", self._tts)
         )
+        app.router.add_post(
+            "/v1/text-to-speech/{voice_id}/stream/with-timestamps",
+            self._provider("tts", self._tts_with_timestamps),
+        )
         admin: dict[str, Callable[[Any], None]] = {
             "reset": lambda _: self.reset(),
             "chat": lambda b: self.script_chat(*(b if isinstance(b, list) else [b])),
@@ -614,7 +624,7 @@ class FakeProviders(_Queries):
         if include_usage:
             gaps[-1] = 0.0
         cut = record.get("fault", {}).get("cut_after_chunks")
-        await self._paced_write(request, resp, data, gaps, cut)
+        await self._paced_write(request, resp, data, gaps, cut, record)
         await resp.write(b"data: [DONE]\n\n")
         await resp.write_eof()
         return resp
@@ -626,8 +636,13 @@ class FakeProviders(_Queries):
         chunks: list[bytes],
         gaps: list[float],
         cut_after: int | None,
+        record: Json | None = None,
     ) -> None:
-        """Write chunks, chunk i no earlier than start + sum(gaps[:i+1]); abort after cut_after."""
+        """Write chunks, chunk i no earlier than start + sum(gaps[:i+1]); abort after cut_after.
+        With ``record``: when each chunk was written (epoch seconds) goes in its ``sent_ts``."""
+        sent: list[float] = []
+        if record is not None:
+            self._note(record, sent_ts=sent)
         due = time.monotonic()
         for i, (data, gap) in enumerate(zip(chunks, gaps, strict=True)):
             if cut_after is not None and i >= cut_after:
@@ -636,12 +651,36 @@ class FakeProviders(_Queries):
             if (wait := due - time.monotonic()) > 0:
                 await asyncio.sleep(wait)
             await resp.write(data)
+            sent.append(time.time())
         if cut_after is not None and cut_after >= len(chunks):
             _abort(request)
 
     # ------------------------------------------------------------------ text to speech
 
     async def _tts(self, request: web.Request, record: Json) -> web.StreamResponse:
+        """``/stream``: raw PCM, 100 ms a chunk."""
+        return await self._tts_stream(request, record, "audio/pcm", lambda pcm: pcm)
+
+    async def _tts_with_timestamps(
+        self, request: web.Request, record: Json
+    ) -> web.StreamResponse:
+        """``/stream/with-timestamps``: a JSON line per 100 ms of PCM, ``{"audio_base64",
+        "alignment", "normalized_alignment"}`` (the alignments null: the fake has none)."""
+
+        def line(pcm: bytes) -> bytes:
+            body = {"audio_base64": base64.b64encode(pcm).decode(), "alignment": None,
+                    "normalized_alignment": None}
+            return json.dumps(body).encode() + b"\n"
+
+        return await self._tts_stream(request, record, "application/json", line)
+
+    async def _tts_stream(
+        self,
+        request: web.Request,
+        record: Json,
+        content_type: str,
+        frame: Callable[[bytes], bytes],
+    ) -> web.StreamResponse:
         rate = PCM_RATES[request.query["output_format"]]
         text = str(record["json"]["text"])
         with self._lock:
@@ -654,12 +693,12 @@ class FakeProviders(_Queries):
         chunks = [pcm[i : i + step] for i in range(0, len(pcm), step)]
         prof = self.profile
         await asyncio.sleep(prof["tts_ttfb_s"])
-        resp = web.StreamResponse(headers={"Content-Type": "audio/pcm"})
+        resp = web.StreamResponse(headers={"Content-Type": content_type})
         resp.enable_chunked_encoding()
         await resp.prepare(request)
         gaps = [0.0] + [len(c) / 2 / rate * prof["tts_rtf"] for c in chunks[:-1]]
         cut = record.get("fault", {}).get("cut_after_chunks")
-        await self._paced_write(request, resp, chunks, gaps, cut)
+        await self._paced_write(request, resp, [frame(c) for c in chunks], gaps, cut, record)
         await resp.write_eof()
         return resp
 

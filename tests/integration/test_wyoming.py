@@ -286,6 +286,26 @@ def test_streamed_synthesis_speaks_before_the_text_ends_and_only_once(server, fa
     SynthesizeStopped.from_event(events[-1])
 
 
+def test_streamed_synthesis_speaks_a_sentence_held_at_its_mark_when_the_text_pauses(server,
+                                                                                 fake):
+    """ "…is 156." may go on "…156.5": the next text decides, or a pause in the stream (a model
+    thinking, a tool running) ends it; its audio comes before more text does."""
+    async def go() -> tuple[list[Event], list[Event]]:
+        async with server.client() as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk(text="Twelve times thirteen is 156.").event())
+            early = await read_until(client, "audio-chunk")  # no more text: the pause ends it
+            await client.write_event(SynthesizeChunk(text=" Anything else?").event())
+            await client.write_event(SynthesizeStop().event())
+            return early, await read_until(client, "synthesize-stopped", "error")
+
+    early, late = run(go())
+    assert [e.type for e in early] == ["audio-start", "audio-chunk"]
+    assert [e.type for e in late][-2:] == ["audio-stop", "synthesize-stopped"]
+    spoken = [r["json"]["text"] for r in fake.requests_for("tts")]
+    assert spoken == ["Twelve times thirteen is 156.", "Anything else?"]
+
+
 # -- conversation -------------------------------------------------------------------------------
 def test_a_transcript_is_a_turn_in_the_conversation_named_by_home_assistant(server, fake,
                                                                            client):

@@ -120,6 +120,28 @@ def test_a_sentence_ends_when_its_mark_arrives_unless_the_next_character_decides
     assert said + s.flush() == expected
 
 
+@pytest.mark.parametrize("held", ["Twelve times thirteen is 156.", "Ask for it at Dr.",
+                                  "It was made in the U.S.", "Call John F.", "Sure.",
+                                  "All done here."])
+def test_a_pause_after_a_held_mark_ends_the_sentence(held):
+    s = SentenceSplitter(first_phrase_words=0)
+    cut = s.feed(held)
+    if cut:  # a word that is no abbreviation: cut at its mark, nothing held for a pause
+        assert cut == [held] and not s.held_end() and s.end_at_pause() == []
+        return
+    assert s.held_end()
+    assert s.end_at_pause() == [held]
+    assert not s.held_end() and s.end_at_pause() == []
+    # what comes after the pause is the next sentence, without the mark's leftovers
+    assert s.feed('." Then more.') + s.flush() == ["Then more."]
+
+
+@pytest.mark.parametrize("text", ["It is 3", "", "No mark at all here", "Well, 3.5"])
+def test_no_pause_ends_what_does_not_stop_at_a_mark(text):
+    s = SentenceSplitter(first_phrase_words=0)
+    assert s.feed(text) == [] and not s.held_end() and s.end_at_pause() == []
+
+
 def test_assemble_orders_audio_by_sequence_and_keeps_the_last_attempt():
     spec = TurnSpec(turn_id="turn-0001", session_id="s", input="text", text="hi",
                     created_at=100.0, deadline=160.0)

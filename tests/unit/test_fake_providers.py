@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import subprocess
 import sys
@@ -416,3 +417,36 @@ def test_spawn_helper_with_cli_profile():
         proc.terminate()
         proc.wait(timeout=10)
         proc.stdout.close()
+
+
+def test_elevenlabs_with_timestamps_is_json_lines_of_the_same_pcm(fake):
+    """Pipecat's ElevenLabsHttpTTSService route: a JSON line per chunk, the audio base64, the
+    same PCM as ``/stream``; each chunk's writing time recorded."""
+    import base64
+
+    text = "Hello from the fake."
+    body = {"text": text, "model_id": "eleven_flash_v2_5"}
+    headers = {"xi-api-key": "el-test"}
+    url = f"{fake.url}/v1/text-to-speech/voice1/stream"
+    with httpx.Client(timeout=10) as client:
+        raw = client.post(url, params={"output_format": "pcm_16000"}, json=body,
+                          headers=headers).content
+        lines = client.post(url + "/with-timestamps", params={"output_format": "pcm_16000"},
+                            json=body, headers=headers).text.splitlines()
+    chunks = [json.loads(line) for line in lines]
+    assert all(c["alignment"] is None and c["normalized_alignment"] is None for c in chunks)
+    assert b"".join(base64.b64decode(c["audio_base64"]) for c in chunks) == raw
+    stamped = fake.requests[1]
+    assert stamped["path"].endswith("/stream/with-timestamps")
+    assert len(stamped["sent_ts"]) == len(chunks) > 1
+    assert stamped["ts"] <= stamped["sent_ts"][0] <= stamped["sent_ts"][-1]
+
+
+def test_a_streamed_chat_records_when_each_event_was_written(fake):
+    fake.set_profile(llm_tokens_per_s=100.0)
+    fake.script_chat({"content": "one two three"})
+    list(chat(oai(fake), stream=True))
+    sent = fake.requests[0]["sent_ts"]
+    assert len(sent) == 5  # the role, three words, the stop
+    gaps = [b - a for a, b in itertools.pairwise(sent)]
+    assert all(gap >= 0.009 for gap in gaps)  # paced: a token each 10 ms

@@ -519,8 +519,35 @@ def test_tool_call_requests_carry_valid_json(local, registry):
 ])
 def test_a_service_out_of_reach_is_said_plainly(message):
     said = apology(message)
-    assert said == "Sorry, I couldn't reach that service. This device may be offline."
+    assert said == "Sorry, I can't reach that service right now."
     assert "Errno" not in said and "open-meteo" not in said
+    assert apology(message, "the weather service") == (
+        "Sorry, I can't reach the weather service right now.")
+
+
+@pytest.mark.parametrize(("message", "said"), [
+    ("Error: wikipedia_summary failed: RuntimeError: Wikipedia answered HTTP 503",
+     "Sorry, Wikipedia isn't answering right now."),
+    ("Error: wikipedia_summary failed: RuntimeError: Wikipedia answered HTTP 429",
+     "Sorry, Wikipedia isn't answering right now."),
+    ("Error: wikipedia_summary failed: RuntimeError: Wikipedia answered HTTP 403",
+     "Sorry, Wikipedia turned that request down."),
+])
+def test_a_service_that_fails_is_named_not_its_status(message, said):
+    assert apology(message, "Wikipedia") == said
+
+
+def test_a_web_address_is_not_read_aloud():
+    said = apology("Error: fetch_url failed: ValueError: https://example.com/a?b=1 is an image, "
+                   "not a page with text")
+    assert said == "Sorry, that didn't work: it is an image, not a page with text."
+
+
+def test_the_built_in_network_tools_name_their_service():
+    from workers.tool_registry.registry import Tool
+    from workers.tools.builtin import weather
+    assert Tool.from_function(weather.get_weather).service == "the weather service"
+    assert Tool.from_function(weather.get_forecast).service == "the weather service"
 
 
 def test_an_error_number_is_not_read_aloud():

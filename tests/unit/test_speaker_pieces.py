@@ -251,3 +251,29 @@ def test_a_turn_that_is_not_spoken_sends_no_piece_live_or_replayed(rt):
     Speaker(speaker.stage, step=1).resend(speaker.sentences)  # a step run again
     assert sent_jobs(rt) == []
     assert rt.redis.hget(rt.keys.turn(speaker.stage.turn_id), "tts_sent") is None
+
+
+def test_a_pause_after_a_number_and_its_full_stop_sends_the_sentence(rt):
+    """ "…is 156." may go on "…156.5": held at its mark until the next token, or until the
+    model pauses (before a tool call, while it thinks), which ends it."""
+    speaker = new_speaker(rt)  # the real clock
+    speaker.on_text("Twelve times thirteen is 156.")
+    assert sent_jobs(rt) == [] and speaker._pause_timer is not None
+    wait_until(lambda: len(sent_jobs(rt)) == 1, "the held sentence to go after the pause")
+    assert [j.text for j in sent_jobs(rt)] == ["Twelve times thirteen is 156."]
+    speaker.on_text(" Anything else?")
+    speaker.finish("")
+    assert [j.text for j in sent_jobs(rt)] == ["Twelve times thirteen is 156.", "Anything else?"]
+    assert speaker.sentences == ["Twelve times thirteen is 156.", "Anything else?"]
+
+
+def test_a_token_before_the_pause_decides_the_held_mark(rt, monkeypatch):
+    monkeypatch.setattr(reply_sentences, "PAUSE_ENDS_SENTENCE_S", 60.0)  # no pause comes
+    speaker = new_speaker(rt)
+    speaker.on_text("It is 3.")
+    assert speaker._pause_timer is not None
+    speaker.on_text("5 degrees in Lisbon today.")  # not an end after all
+    assert speaker._pause_timer is None
+    speaker.finish("")
+    assert [j.text for j in sent_jobs(rt)] == ["It is 3.5 degrees in Lisbon today."]
+    assert rt.timers.pending() == 0

@@ -61,6 +61,16 @@ def test_nothing_is_held_back_that_cannot_change():
     assert md.feed("tp://x.io today") == " x dot io today"
 
 
+def test_a_pause_releases_a_word_held_as_a_possible_marker_not_an_open_link():
+    md = MarkdownFilter()
+    assert md.feed("Twelve times thirteen is 156.") == "Twelve times thirteen is"
+    assert md.holding()
+    assert md.release() == " 156." and not md.holding()
+    assert md.feed(" See [the") == " See"
+    assert md.release() == "" and md.holding()  # an open link is unfinished, pause or not
+    assert md.feed(" map](https://x.io/m).") + md.flush() == " the map."
+
+
 def test_list_items_are_cut_as_sentences_of_their_own():
     splitter = SentenceSplitter(first_phrase_words=0)
     md = MarkdownFilter()

@@ -114,6 +114,16 @@ class MarkdownFilter:
         out.append(self._partial())
         return "".join(out)
 
+    def holding(self) -> bool:
+        """Whether some of the current line's text is held back."""
+        return bool(self._raw.strip())
+
+    def release(self) -> str:
+        """The stream paused: pass on a last word held only because it may still become a
+        list marker or a URL ("…is 156." before "…156. Open"); an unfinished link, tag or
+        table row stays held. The line goes on: more text may follow."""
+        return self._partial(paused=True)
+
     def flush(self) -> str:
         """The rest; the last line gets no full stop added (it may be a phrase, not a
         sentence: the TTS worker filters the pieces the agent cut)."""
@@ -149,14 +159,14 @@ class MarkdownFilter:
             self._kind = "para"
         return True
 
-    def _partial(self) -> str:
+    def _partial(self, paused: bool = False) -> str:
         if not self._classify(complete=False) or self._kind in ("fence", "code", "rule"):
             return ""
         hold = len(self._raw)
         for pattern in (_OPEN_LINK, _OPEN_TAG):
             if m := pattern.search(self._raw):
                 hold = min(hold, m.start())
-        if (m := _LAST_WORD.search(self._raw[:hold])) and (
+        if not paused and (m := _LAST_WORD.search(self._raw[:hold])) and (
                 _URL_START.match(m.group(1)) or _MARKUP_ONLY.match(m.group(1))
                 or _INLINE_MARKER.match(m.group(1))):
             hold = m.start()

@@ -13,6 +13,10 @@ _ABBREVIATIONS = frozenset(("mr.", "mrs.", "ms.", "dr.", "st.", "e.g.", "i.e.", 
 _MARK_AT_END = re.compile(r"[.!?…][\"'”’)\]]*\s*$")
 # What may still follow a sentence cut at the end of the text: more marks, closing quotes.
 _TRAILING = ".!?…\"'”’)]"
+#: A stream that pauses this long (seconds) right after a sentence mark has ended its sentence,
+#: whatever the word before the mark ("156.", "Dr."): a model pauses there, before a tool call
+#: or while it thinks, and never inside a number or a name.
+PAUSE_ENDS_SENTENCE_S = 0.3
 # Where the first phrase of a reply may be cut early: after a comma, semicolon, colon or dash.
 _CLAUSE = re.compile(r"(?<=[,;:—])\s+")
 _WORD = re.compile(r"\S+")
@@ -89,6 +93,25 @@ class SentenceSplitter:
             if i >= self.first_phrase_words and word.group().lower() in _PHRASE_OPENERS:
                 return word.start()
         return None
+
+    def holding(self) -> bool:
+        """Whether some text is held, not yet cut into a sentence."""
+        return bool(self._buffer.strip())
+
+    def held_end(self) -> bool:
+        """Whether the text so far stops at a sentence mark that the next character would
+        decide ("It is 156." may go on "…156.5"): a pause in the stream now ends it
+        (``end_at_pause``), however short ("Sure.": the next sentence may be seconds away)."""
+        return _MARK_AT_END.search(self._buffer.strip()) is not None
+
+    def end_at_pause(self) -> list[str]:
+        """The stream paused (``PAUSE_ENDS_SENTENCE_S``): the sentence held at its mark is
+        whole (nothing, unless ``held_end``)."""
+        if not self.held_end():
+            return []
+        rest, self._buffer = self._buffer.strip(), ""
+        self._cut_at_end = self._emitted = True
+        return [rest]
 
     def flush(self) -> list[str]:
         rest, self._buffer = self._buffer.strip(), ""

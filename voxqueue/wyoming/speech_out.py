@@ -16,7 +16,7 @@ from wyoming.event import Event
 from wyoming.tts import SynthesizeStopped
 
 from voxqueue.client.direct import Client, Turn
-from voxqueue.spoken.sentences import SentenceSplitter
+from voxqueue.spoken.sentences import PAUSE_ENDS_SENTENCE_S, SentenceSplitter, ends_sentence
 from voxqueue.wyoming import audio_out
 from voxqueue.wyoming.requests import LiveTurns
 from voxqueue.wyoming.threads import in_thread
@@ -44,24 +44,60 @@ class SpeechOut:
         self._trailer: Event | None = None
         self.relayed = False
         self.first_audio_at: float | None = None
+        self._cutting = asyncio.Lock()  # sentences are cut and sent in order
+        self._pause: asyncio.TimerHandle | None = None
+        self._pauses = 0  # pauses armed: a late one knows it is not the last
+        self._paused: asyncio.Task[None] | None = None
 
     async def feed(self, text: str) -> None:
-        """More text: every sentence it completes is sent to be spoken now."""
-        for sentence in self.splitter.feed(text):
-            await self._speak(sentence)
+        """More text: every sentence it completes is sent to be spoken now; one held at its
+        mark ("…is 156.") is sent when no text follows for ``PAUSE_ENDS_SENTENCE_S``."""
+        async with self._cutting:
+            if text.strip():
+                self._cancel_pause()
+            for sentence in self.splitter.feed(text):
+                await self._speak(sentence)
+            if text.strip() and ends_sentence(text) and self.splitter.holding():
+                self._pauses += 1
+                armed = self._pauses
+                self._pause = asyncio.get_running_loop().call_later(
+                    PAUSE_ENDS_SENTENCE_S, self._on_pause, armed)
+
+    def _on_pause(self, armed: int) -> None:
+        self._pause = None
+        self._paused = asyncio.create_task(self._end_at_pause(armed), name="wyoming pause")
+
+    async def _end_at_pause(self, armed: int) -> None:
+        async with self._cutting:
+            if armed == self._pauses:  # no text came since
+                for sentence in self.splitter.end_at_pause():
+                    await self._speak(sentence)
+
+    def _cancel_pause(self) -> None:
+        if self._pause is not None:
+            self._pause.cancel()
+            self._pause = None
 
     async def finish(self, *, streamed: bool = False) -> None:
         """No more text: speak the rest, and return once the whole answer has been relayed
         (with ``synthesize-stopped`` after it when the text was streamed). Raises
         :class:`SpeechFailed` when a sentence could not be spoken."""
-        for sentence in self.splitter.flush():
-            await self._speak(sentence)
+        if self._paused is not None:
+            await self._paused  # (its error, if its sentence could not be sent, is raised here)
+        async with self._cutting:
+            self._cancel_pause()
+            self._pauses += 1  # a pause that fired already cuts nothing now
+            for sentence in self.splitter.flush():
+                await self._speak(sentence)
         self._trailer = SynthesizeStopped().event() if streamed else None
         self._queue.put_nowait(None)
         await self._relaying()
 
     def cancel(self) -> None:
         """Stop relaying (the client left; its turns are cancelled with the connection's)."""
+        self._cancel_pause()
+        if self._paused is not None:
+            self._paused.cancel()
         if self._relay is not None:
             self._relay.cancel()
 

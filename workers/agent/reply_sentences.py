@@ -13,7 +13,12 @@ from collections.abc import Callable
 from voxqueue.budgets import SPEAK_CHARS, charged_device, counters
 from voxqueue.contracts import TtsJob
 from voxqueue.spoken import MarkdownFilter
-from voxqueue.spoken.sentences import SentenceSplitter, cut_reply, ends_sentence
+from voxqueue.spoken.sentences import (
+    PAUSE_ENDS_SENTENCE_S,
+    SentenceSplitter,
+    cut_reply,
+    ends_sentence,
+)
 from workers.agent.providers.base import StreamStopped
 from workers.runtime import completion, handoff
 from workers.runtime.batching import BLOCKED_READ_S, Arrival
@@ -96,6 +101,9 @@ class Speaker:
         self._next = 0  # the first sentence in no piece yet
         self._lock = threading.Lock()
         self._timer: Callable[[], None] | None = None  # cancels the gathering's timer
+        self._text_lock = threading.Lock()  # the splitter: fed here, ended by a pause's timer
+        self._pause_timer: Callable[[], None] | None = None  # cancels the pause's timer
+        self._pauses = 0  # pause timers armed: one that fired late knows it is not the last
         self._closed = False
         self._checked = self.clock()
         self._first_sent_at: float | None = None
@@ -114,8 +122,18 @@ class Speaker:
             self._checked = now
             if self.stage.should_stop():
                 raise StreamStopped(f"turn {self.stage.turn_id} stopped")
-        if not self._full:  # (past the cap the rest is not even cut)
-            self._add(self._cut(delta))
+        with self._text_lock:
+            if delta.strip():
+                self._cancel_pause_timer()
+            if not self._full:  # (past the cap the rest is not even cut)
+                self._add(self._cut(delta))
+                if delta.strip() and ends_sentence(delta) and self._holding() \
+                        and not self._closed:
+                    # "…is 156." may go on "…156.5": the next token decides, or a pause does.
+                    self._pauses += 1
+                    armed = self._pauses
+                    self._pause_timer = self.stage.rt.timers.call_later(
+                        PAUSE_ENDS_SENTENCE_S, lambda: self._on_pause(armed))
         # The sequential design holds every sentence until the reply is complete.
         if self.stage.rt.settings.agent.speak_while_thinking:
             self._hand_off()
@@ -166,6 +184,8 @@ class Speaker:
     def cut_rest(self, full_text: str) -> None:
         """The step's answer is complete: cut what is left (all of it, if nothing streamed) and
         send nothing yet (``flush`` sends it, once the answer is stored)."""
+        with self._text_lock:
+            self._cancel_pause_timer()
         with self._lock:
             self._cancel_timer()
             # A text longer than the room (its markup, say) is recorded as it is said.
@@ -183,6 +203,8 @@ class Speaker:
     def close(self) -> None:
         """The step is over: nothing more is sent (what was gathered and not sent is dropped:
         the turn was stopped or failed)."""
+        with self._text_lock:
+            self._cancel_pause_timer()
         with self._lock:
             self._closed = True
             self._cancel_timer()
@@ -267,6 +289,30 @@ class Speaker:
         except Exception:  # the step's own thread sends what is left when the reply ends
             log.warning("turn %s: a gathered piece could not be sent yet", self.stage.turn_id,
                         exc_info=True)
+
+    def _on_pause(self, armed: int) -> None:
+        """The model paused right after a sentence mark: that sentence is whole; sent now."""
+        with self._text_lock:
+            if self._pause_timer is None or armed != self._pauses:  # text came meanwhile
+                return
+            self._pause_timer = None
+            released = self.markdown.release() if self.markdown is not None else ""
+            self._add(self.splitter.feed(released) + self.splitter.end_at_pause())
+        try:
+            if self.stage.rt.settings.agent.speak_while_thinking:
+                self._hand_off()
+        except Exception:  # the step's own thread sends what is left when the reply ends
+            log.warning("turn %s: a sentence ended by a pause could not be sent yet",
+                        self.stage.turn_id, exc_info=True)
+
+    def _holding(self) -> bool:
+        """Whether text is held back from the sentences (by the splitter or the filter)."""
+        return self.splitter.holding() or (self.markdown is not None and self.markdown.holding())
+
+    def _cancel_pause_timer(self) -> None:
+        if self._pause_timer is not None:
+            self._pause_timer()
+            self._pause_timer = None
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:

@@ -30,9 +30,11 @@ _UNREACHABLE = re.compile(
     r"cannot resolve host|has no address|name or service not known|name resolution|"
     r"connection refused|network is unreachable|no route to host|timed out|cannot connect|"
     r"could not connect|connecterror|connecttimeout", re.IGNORECASE)
-#: What the offline agent says for such a call.
-UNREACHABLE_APOLOGY = "Sorry, I couldn't reach that service. This device may be offline."
 _ERRNO = re.compile(r"\[Errno -?\d+\]\s*")
+# A service that answered with an HTTP error status: its 5xx or 429 means "not now".
+_HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
+# A web address in an error: not read aloud.
+_ADDRESS = re.compile(r"\b(?:https?://|www\.)\S+", re.IGNORECASE)
 
 
 class _Blank(dict[str, Any]):
@@ -61,11 +63,18 @@ def error_gist(message: str, limit: int = 200) -> str:
     return text
 
 
-def apology(message: str) -> str:
-    """A failed call said in a sentence: a service out of reach as such, else the error's gist."""
+def apology(message: str, service: str | None = None) -> str:
+    """A failed call said in a sentence for a person: a service out of reach or failing as such
+    (named by the tool's ``service``), else the error's gist without error numbers or web
+    addresses. The model and the turn's events keep the whole message."""
+    where = service or "that service"
     if _UNREACHABLE.search(message):
-        return UNREACHABLE_APOLOGY
-    gist = _ERRNO.sub("", error_gist(message))
+        return f"Sorry, I can't reach {where} right now."
+    if status := _HTTP_STATUS.search(message):
+        if status.group(1).startswith("5") or status.group(1) == "429":
+            return f"Sorry, {where} isn't answering right now."
+        return f"Sorry, {where} turned that request down."
+    gist = _ADDRESS.sub("it", _ERRNO.sub("", error_gist(message)))
     if not gist:
         return "Sorry, that didn't work."
     return f"Sorry, that didn't work: {gist.rstrip('.')}."

@@ -29,12 +29,14 @@ class ToolOptions:
     response: str | None = None
     reads_untrusted: bool = False
     idempotent: bool = False
+    service: str | None = None
 
 
 def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
          timeout_s: float | None = None, side_effects: bool = False,
          examples: Iterable[str] = (), response: str | None = None,
-         reads_untrusted: bool = False, idempotent: bool = False) -> Any:
+         reads_untrusted: bool = False, idempotent: bool = False,
+         service: str | None = None) -> Any:
     """Optional decorator: set a tool's name, timeout, side-effect flag and example sentences.
 
     ``examples`` are hassil sentence templates whose ``{slots}`` are argument names, used by the
@@ -45,10 +47,12 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None,
     at most once per ``current_call().idempotency_key`` (by itself, or through a service that
     accepts such a key): after a crash it is run again with the same key, so its effect
     happens once; any other side-effecting tool runs at most once, and the model is told when
-    it may or may not have run. A plain function is a tool without this decorator.
+    it may or may not have run. ``service`` is what a person calls what the tool reaches
+    ("the weather service"), for the sentence said when it cannot be reached. A plain function
+    is a tool without this decorator.
     """
     options = ToolOptions(name, timeout_s, side_effects, tuple(examples), response,
-                          reads_untrusted, idempotent)
+                          reads_untrusted, idempotent, service)
 
     def mark(f: Callable[..., Any]) -> Callable[..., Any]:
         setattr(f, _OPTIONS, options)
@@ -73,6 +77,8 @@ class Tool:
     """Its result carries text others wrote: it taints the turn (see workers.tools.guard)."""
     idempotent: bool = False
     """Its effect happens once per call's idempotency key: run again after a crash."""
+    service: str | None = None
+    """What a person calls the service it reaches ("the weather service"), if any."""
     schema: dict[str, Any] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -108,7 +114,8 @@ class Tool:
         return cls(name=name, description=description, fn=fn, args_model=model,
                    timeout_s=options.timeout_s, side_effects=options.side_effects,
                    examples=options.examples, response=options.response,
-                   reads_untrusted=options.reads_untrusted, idempotent=options.idempotent)
+                   reads_untrusted=options.reads_untrusted, idempotent=options.idempotent,
+                   service=options.service)
 
 
 class ToolRegistry:

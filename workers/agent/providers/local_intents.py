@@ -163,14 +163,19 @@ class LocalIntents:
             if _share_of(best.arguments, user) > SWALLOWED:
                 return Answer(text=self._offline_reply(allowed), finish_reason="stop")
             # Every interpretation failed: the best one's error says most.
-            return Answer(text=apology(best.content), finish_reason="stop")
+            return Answer(text=apology(best.content, self._service(best.name)),
+                          finish_reason="stop")
         parts = [
             (r.say or render_result(self.registry.get(r.name), r.arguments, r.content))
             if r.ok
-            else apology(r.content)
+            else apology(r.content, self._service(r.name))
             for r in latest
         ]
         return Answer(text=" ".join(p for p in parts if p), finish_reason="stop")
+
+    def _service(self, tool: str) -> str | None:
+        found = self.registry.get(tool)
+        return found.service if found is not None else None
 
     def _next_try(
         self, user: str, rounds: list[list[_Result]], allowed: set[str]

@@ -20,6 +20,7 @@ __all__ = ["news_headlines"]
         "what are the headlines from {feed_url_or_name}",
     ),
     reads_untrusted=True,
+    service="the news feed",
 )
 def news_headlines(feed_url_or_name: str = "", count: int = 5) -> str:
     """Read the latest headlines of a news feed.

@@ -128,6 +128,7 @@ def _describe(state: dict[str, Any], free_text: bool = True) -> str:
 
 
 @tool(
+    service="Home Assistant",
     side_effects=True,
     examples=(
         "turn on the {entity_id}",
@@ -175,6 +176,7 @@ def home_assistant_call(
         "is the {entity_id} off",
     ),
     reads_untrusted=True,
+    service="Home Assistant",
 )
 def home_assistant_state(entity_id: str) -> str:
     """Read the current state of a Home Assistant entity, such as sensor.outside_temperature.

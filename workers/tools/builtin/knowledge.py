@@ -22,6 +22,7 @@ MAX_SUMMARY_CHARS = 700
         "tell me about {topic}",
     ),
     reads_untrusted=True,
+    service="Wikipedia",
 )
 def wikipedia_summary(topic: str) -> str:
     """Get a short encyclopedia summary of a topic, person or place from Wikipedia.

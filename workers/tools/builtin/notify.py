@@ -18,6 +18,7 @@ __all__ = ["send_notification"]
 
 
 @tool(
+    service="the notification service",
     side_effects=True,
     examples=(
         "send me a notification saying {message}",

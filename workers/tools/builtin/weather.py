@@ -106,7 +106,8 @@ def _degrees(value: Any) -> str:
         "what's the weather like in {location}",
         "weather in {location}",
         "how warm is it in {location}",
-    )
+    ),
+    service="the weather service",
 )
 def get_weather(location: str) -> str:
     """Get the current weather in a place.
@@ -143,7 +144,8 @@ def get_weather(location: str) -> str:
         "what is the forecast for {location}",
         "weather forecast for {location}",
         "what will the weather be in {location} for the next {days} days",
-    )
+    ),
+    service="the weather service",
 )
 def get_forecast(location: str, days: int = 3) -> str:
     """Get the daily weather forecast for a place.

@@ -45,7 +45,7 @@ Address = Annotated[str, AfterValidator(_address)]
 
 
 @tool(examples=("read {url}", "open {url}", "what does {url} say", "fetch {url}"),
-      reads_untrusted=True)
+      reads_untrusted=True, service="that web page")
 def fetch_url(url: Address) -> str:
     """Fetch a web page and return its readable text (public http and https addresses only).
 
