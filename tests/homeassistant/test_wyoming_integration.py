@@ -268,8 +268,9 @@ async def test_a_command_is_answered_by_the_local_intents(hass, entry, voxqueue)
 
 
 async def test_an_agent_that_fails_is_reported_not_waited_for(hass, entry, voxqueue):
-    """The LLM answers 500 to every try: voxqueue sends ``not-handled`` with the reason, and
-    Home Assistant says the agent failed to handle it."""
+    """The LLM answers 500 to every try: voxqueue sends ``not-handled`` with a sentence for the
+    person (the status stays in voxqueue's events), and Home Assistant says the agent failed to
+    handle it."""
     voxqueue.llm.fail_chat(times=20)
     result = await conversation.async_converse(hass, "Tell me a story about dragons.", None,
                                                Context(), language="en",
@@ -277,6 +278,8 @@ async def test_an_agent_that_fails_is_reported_not_waited_for(hass, entry, voxqu
     response = result.response
     assert response.response_type.value == "error", response.as_dict()
     assert response.error_code.value == "failed_to_handle", response.as_dict()
+    said = response.speech["plain"]["speech"]
+    assert said == "Sorry, something went wrong and I can't answer that right now.", said
     assert len(voxqueue.llm.chat_requests()) >= 1
 
 

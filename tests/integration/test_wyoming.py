@@ -338,7 +338,9 @@ def test_a_turn_that_fails_is_not_handled(server, fake):
             return (await read_until(c, "handled", "not-handled", "error"))[-1]
 
     answer = NotHandled.from_event(run(go()))
-    assert answer.text and answer.context and answer.context["conversation_id"]
+    assert answer.context and answer.context["conversation_id"]
+    # Home Assistant says this to the person: a sentence, not the provider's status
+    assert answer.text == "Sorry, something went wrong and I can't answer that right now."
 
 
 # -- many clients, bad input, clients that leave -------------------------------------------------

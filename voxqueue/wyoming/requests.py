@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import uuid
 from typing import Any
@@ -15,7 +16,10 @@ from wyoming.handle import Handled, NotHandled
 
 from voxqueue.client.direct import Client, SpeechStream, Turn
 from voxqueue.contracts import ErrorCode, TurnResult
+from voxqueue.spoken.apologies import apology_for
 from voxqueue.wyoming.guard import WyomingPolicy
+
+log = logging.getLogger("voxqueue.wyoming")
 
 #: What a conversation id may hold once it names a voxqueue session.
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
@@ -88,8 +92,13 @@ async def converse(client: Client, live: LiveTurns, text: str,
         effects_allowed=policy.effects_allowed))
     result = await asyncio.to_thread(turn.wait)
     if result.status != "ok" or result.reply is None:
-        reason = (result.error or {}).get("message") or f"the turn ended {result.status}"
-        return NotHandled(text=reason, context=answer_context).event()
+        # Home Assistant says this text to the person: a sentence for them, not the error's
+        # message (a provider's status, an exception), which the turn's events and log keep.
+        error = result.error or {}
+        log.warning("wyoming: turn %s not handled: %s", turn.turn_id,
+                    error.get("message") or result.status)
+        code = error.get("code") or (result.status if result.status != "ok" else None)
+        return NotHandled(text=apology_for(code), context=answer_context).event()
     return Handled(text=result.reply, context=answer_context).event()
 
 

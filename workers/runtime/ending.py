@@ -11,15 +11,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from voxqueue.contracts import ErrorCode, TtsJob, TurnEvent
 from voxqueue.once import Fenced
+from voxqueue.spoken.apologies import apology_for
 from workers.runtime import completion, handoff
 from workers.runtime.stage import Stage
-
-APOLOGY = "Sorry, something went wrong and I can't answer that right now."
-APOLOGIES: dict[str, str] = {
-    ErrorCode.STT_NO_TEXT: "Sorry, I didn't catch that.",
-    ErrorCode.AUDIO_INVALID: "Sorry, I couldn't hear that recording.",
-    ErrorCode.MISSING_KEY: "Sorry, I'm not set up to answer that: an API key is missing.",
-}
 
 
 def fail(stage: Stage, code: ErrorCode | str, message: str, *, apologize: bool = True,
@@ -38,7 +32,7 @@ def fail(stage: Stage, code: ErrorCode | str, message: str, *, apologize: bool =
             f"({message})"))
         return
     if apologize and stage.spec.speak and stage.remaining() > 1:
-        apologize_and_end(stage, code, message, say or APOLOGIES.get(str(code), APOLOGY))
+        apologize_and_end(stage, code, message, say or apology_for(code))
         return
     store.finish(stage.spec, "error", (code, message), fence=stage.fence)
 
