@@ -10,6 +10,7 @@ import { Player } from "./player.js";
 import { SpeakingOrder } from "./speaking-order.js";
 
 const TOKEN_KEY = "voxqueue.token";
+const REFUSED_KEY = "voxqueue.refused";  // the last token was refused: say so after a reload
 const SESSION_IDLE_MS = 300_000;  // a new conversation after 5 minutes of quiet, as the edge
 const REVOKED = "This page's device token was refused: the device was revoked, or the token "
   + "is wrong. Pair it again with a new link (voxqueue devices add NAME --link).";
@@ -48,6 +49,7 @@ function tokenFromAddress() {
     localStorage.setItem(TOKEN_KEY, token);
     history.replaceState(null, "", location.pathname + location.search);  // out of sight
   }
+  return token;
 }
 
 function showPairing(message) {
@@ -61,6 +63,7 @@ function showPairing(message) {
 
 function revoked() {
   localStorage.removeItem(TOKEN_KEY);
+  localStorage.setItem(REFUSED_KEY, "1");
   interrupt();
   showPairing(REVOKED);
 }
@@ -77,6 +80,7 @@ async function pair(token) {
     setTimeout(() => pair(token), 3000);
     return;
   }
+  localStorage.removeItem(REFUSED_KEY);
   $("pairing").hidden = true;
   $("talk-area").hidden = false;
   $("paired").textContent = `Paired as ${device}`;
@@ -173,6 +177,7 @@ function heard(frame) {
 function finish(why) {
   const { command, stream, view } = listening;
   listening = null;
+  count("endedBy", why);
   if (why === "no-speech") {
     stream.cancel();
     view.remove();
@@ -443,6 +448,7 @@ $("pair-form").addEventListener("submit", (event) => {
 });
 $("unpair").addEventListener("click", () => {
   localStorage.removeItem(TOKEN_KEY);
+  localStorage.removeItem(REFUSED_KEY);
   interrupt();
   showPairing("Unpaired. Open a new link, or paste a device token.");
 });
@@ -451,7 +457,13 @@ for (const kind of ["pointerdown", "keydown"]) {
   document.addEventListener(kind, () => { if (api) ensureAudio().catch(() => {}); }, { once: true });
 }
 
+// A pairing link opened in a tab that shows the page already.
+window.addEventListener("hashchange", () => {
+  const token = tokenFromAddress();
+  if (token) { interrupt(); pair(token); }
+});
+
 tokenFromAddress();
 const saved = localStorage.getItem(TOKEN_KEY);
 if (saved) pair(saved);
-else showPairing();
+else showPairing(localStorage.getItem(REFUSED_KEY) ? REVOKED : undefined);
