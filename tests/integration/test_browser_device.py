@@ -24,6 +24,7 @@ import redis
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
+from testkit.clock import wait_until
 from tests.browser import Browser, chromium
 from tests.conftest import ROOT, SPEECH, RedisServer, System, system_env
 from tests.integration.test_gateway import VOXQUEUE, Gateway, running_gateway
@@ -229,6 +230,9 @@ def test_one_press_of_talk_brings_the_answer_seen_and_heard(paired, gateway, tmp
     # The time from the end of speech to the first reply audio heard, by the page's clock.
     print(f"\nbrowser: end of speech -> first reply audio heard {state['speechToSoundMs']} ms; "
           f"end of the command sent ({state['endedBy']}) -> heard {state['endToSoundMs']} ms")
+    timings = dict(zip(text(browser, ".turn .timings dt"), text(browser, ".turn .timings dd"),
+                       strict=True))
+    print(f"the turn's stages: {timings}; console: {browser.console}")
     assert int(state["speechToSoundMs"]) > int(state["endToSoundMs"]) > 0
     assert csp_violations(browser) == []
 
@@ -259,6 +263,37 @@ def test_a_timer_is_announced_shown_and_spoken(paired):
     assert len(shown) == 1 and shown[0].startswith("Timer: "), shown
     assert int(data(browser)["samplesPlayed"]) > before
     assert csp_violations(browser) == []
+
+
+def test_pressing_talk_while_it_answers_stops_the_reply_and_cancels_its_turn(paired, gateway,
+                                                                             offline):
+    """Barge-in: the audio stops at once, the turn is cancelled (unless all its audio was
+    written already), the page listens; nothing is said (the fake microphone has played its
+    recording), so the command is dropped."""
+    browser = paired
+    browser.evaluate("(() => { document.getElementById('question').value = "
+                     "'tell me a story about dragons'; "
+                     "document.getElementById('ask-form').requestSubmit(); })()", gesture=True)
+    assert browser.wait_for("document.getElementById('app').dataset.state === 'speaking'", 60)
+    turn_id = data(browser)["turnId"]
+    browser.evaluate("document.getElementById('talk').click()", gesture=True)
+    assert browser.wait_for("document.getElementById('app').dataset.state === 'listening'", 5)
+    assert browser.wait_for("document.querySelector('.turn .note')?.textContent", 5) == \
+        "(interrupted)"
+    wait_until(lambda: f'"POST /v1/turns/{turn_id}/cancel HTTP/1.1" 202' in
+               gateway.log.read_text(), "the page's cancel")
+    client = offline.client()
+    ended = wait_until(lambda: client.redis.get(client.keys.ended(turn_id)), "the turn's end",
+                       timeout=20)
+    print(f"\nthe interrupted turn ended {ended.decode()}")
+    state = data(browser)
+    assert int(state["samplesPlayed"]) < int(state["samplesScheduled"]), state
+    assert browser.wait_for("document.getElementById('app').dataset.state === 'ready'", 10)
+    assert text(browser, "#status") == ["No speech heard."]
+    # the stopped reply's audio was never counted as heard, and nothing plays any more
+    assert browser.evaluate("new Promise(r => setTimeout(r, 500)).then(() => "
+                            "document.getElementById('app').dataset.samplesPlayed)") == \
+        state["samplesPlayed"]
 
 
 def test_a_violation_of_the_policy_would_be_seen(paired):

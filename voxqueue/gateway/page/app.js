@@ -35,11 +35,12 @@ function setState(state, message) {
 
 function count(name, value) { app.dataset[name] = String(value); }
 
-setInterval(() => {
+function countSamples() {
   if (!audio) return;
   count("samplesScheduled", audio.player.scheduled);
   count("samplesPlayed", audio.player.played);
-}, 100);
+}
+setInterval(countSamples, 100);
 
 // -- pairing -----------------------------------------------------------------------------------
 function tokenFromAddress() {
@@ -226,6 +227,7 @@ async function follow(turn, view, capture) {
   const abort = new AbortController();
   const me = { turnId: turn.turn_id, abort, ended: false, interrupted: false };
   current = me;
+  count("turnId", turn.turn_id);
   const { player } = audio;
   const order = new SpeakingOrder();
   const timing = new Timings();
@@ -279,6 +281,7 @@ async function follow(turn, view, capture) {
   me.ended = true;
   if (me.interrupted) { view?.interrupted(); return { status, reply, interrupted: true }; }
   stats.turns += 1;
+  countSamples();
   count("turns", stats.turns);
   if (current === me && !listening && !view?.dropped) {
     setState("ready", status === "ok" ? "Ready." : `The turn ended: ${status}.`);
@@ -421,6 +424,7 @@ async function sayAnnouncement(mine, entry) {
   }
   await player.idle();
   stats.announcements += 1;
+  countSamples();
   count("announcements", stats.announcements);
 }
 
