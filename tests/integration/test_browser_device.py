@@ -147,7 +147,7 @@ def test_the_speaking_order_is_the_python_one_ported(browser, gateway):
 
 ENDPOINTING_CASES = """
 (async () => {
-  const { Command } = await import('/page/endpointing.js');
+  const { Command, listensAgain } = await import('/page/endpointing.js');
   const loud = new Int16Array(320).map((_, i) => (i % 20 < 10 ? 8000 : -8000));
   const quiet = new Int16Array(320);
   // frames of speech then silence; the decision and the seconds of silence it took
@@ -165,19 +165,25 @@ ENDPOINTING_CASES = """
   const silent = new Command(undefined, { noSpeechS: 2 });
   let why = null, frames = 0;
   while (!why && frames < 500) { why = silent.feed(quiet); frames += 1; }
+  const asked = { status: 'ok', interrupted: false, reply: 'Which room? ' };
   return [run(1.0), run(1.0, { complete: true }), run(1.0, { unfinished: true }),
-          [why, frames * 20]];
+          [why, frames * 20],
+          [listensAgain(asked), listensAgain({ ...asked, reply: 'Done.' }),
+           listensAgain({ ...asked, interrupted: true }), listensAgain({ ...asked, status: 'error' }),
+           listensAgain(null)]];
 })()
 """
 
 
 def test_the_command_ends_as_the_edge_decides(browser, gateway):
     """Trailing silence 0.7 s; 0.25 s once the server heard a complete command; 1.2 s after
-    words that stop mid-sentence; no speech at all: dropped."""
+    words that stop mid-sentence; no speech at all: dropped; listening again (no press) only
+    after a reply that asked a question, heard to its end."""
     browser.open(f"{gateway.url}/")
     browser.wait_for("document.readyState === 'complete'", 10)
     assert browser.evaluate(ENDPOINTING_CASES) == [
-        ["ended", 700], ["understood", 260], ["ended", 1200], ["no-speech", 2000]]
+        ["ended", 700], ["understood", 260], ["ended", 1200], ["no-speech", 2000],
+        [True, False, False, False, False]]
 
 
 # -- the device -------------------------------------------------------------------------------

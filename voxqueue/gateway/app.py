@@ -7,13 +7,19 @@ server's: text length, audio size and length, deadline ceiling, and budgets per 
 characters read aloud, its replies' included, seconds of speech, per minute and per hour; long
 polls and sockets open at once), each refused with 429 and Retry-After.
 
+``GET /v1/device`` names the device behind a token (the browser page says what it is paired as);
+``/`` and ``/page/…`` are the browser page itself (:mod:`voxqueue.gateway.page`).
+
 Following a stream is a long poll (``?after=ID&wait_ms=…``): each answer says where to go on
 from, so a device that lost its connection resumes where it was and misses nothing.
 
 Streamed capture: a device sends its utterance as audio frames over a WebSocket while the
 person speaks (``/v1/turns/stream``).
 
-The device sends binary frames (16-bit mono PCM at ``?rate=``, 16 kHz by default), then a text
+The device authenticates with its ``Authorization`` header, or (a browser, which cannot set a
+WebSocket's headers) by offering ``voxqueue.token.<token>`` as a subprotocol after
+``voxqueue.v1``, which the gateway accepts; never in the URL. It sends binary frames (16-bit
+mono PCM at ``?rate=``, 16 kHz by default), then a text
 frame ``{"type": "end"}`` (optionally with ``"spoken_until"``, the audio time of its last voiced
 frame), or ``{"type": "cancel"}`` to drop it. At 16 kHz the turn starts with the first frame
 and the frames go on to the turn's speech stream as they arrive, so speech to text runs while

@@ -5,7 +5,7 @@
 
 import { Gateway, Unauthorized } from "./gateway-api.js";
 import { Microphone } from "./capture.js";
-import { Command, SETTINGS } from "./endpointing.js";
+import { Command, SETTINGS, listensAgain } from "./endpointing.js";
 import { Player } from "./player.js";
 import { SpeakingOrder } from "./speaking-order.js";
 
@@ -161,8 +161,7 @@ async function listen(noSpeechS) {
     return;
   }
   const outcome = await follow(turn, view, mine);
-  if (outcome?.status === "ok" && !outcome.interrupted && SETTINGS.followUpS > 0
-      && (outcome.reply ?? "").trim().endsWith("?") && !listening && api) {
+  if (listensAgain(outcome) && !listening && api) {
     await listen(SETTINGS.followUpS);  // a question was asked: listen for the answer
   }
 }

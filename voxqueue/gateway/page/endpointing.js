@@ -113,3 +113,10 @@ export class Command {
     return this.silenceS >= this.trailingS - 1e-9 ? "ended" : null;
   }
 }
+
+/** Whether to listen again without a press after a spoken turn (the edge's follow-up): its
+ *  reply asked a question, it was heard to the end, and it ended well. */
+export function listensAgain(outcome, settings = SETTINGS) {
+  return Boolean(outcome) && outcome.status === "ok" && !outcome.interrupted
+    && settings.followUpS > 0 && (outcome.reply ?? "").trim().endsWith("?");
+}
