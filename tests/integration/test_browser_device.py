@@ -23,6 +23,7 @@ import pytest
 import redis
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
+from websockets.typing import Subprotocol
 
 from testkit.clock import wait_until
 from tests.browser import Browser, chromium
@@ -169,8 +170,8 @@ ENDPOINTING_CASES = """
   return [run(1.0), run(1.0, { complete: true }), run(1.0, { unfinished: true }),
           [why, frames * 20],
           [listensAgain(asked), listensAgain({ ...asked, reply: 'Done.' }),
-           listensAgain({ ...asked, interrupted: true }), listensAgain({ ...asked, status: 'error' }),
-           listensAgain(null)]];
+           listensAgain({ ...asked, interrupted: true }),
+           listensAgain({ ...asked, status: 'error' }), listensAgain(null)]];
 })()
 """
 
@@ -316,12 +317,13 @@ def test_a_violation_of_the_policy_would_be_seen(paired):
 def test_the_websocket_takes_the_token_as_a_subprotocol_only(gateway):
     token = gateway.add("sockets")
     ws_url = gateway.url.replace("http", "ws", 1) + "/v1/turns/stream?rate=16000"
-    with connect(ws_url, subprotocols=["voxqueue.v1", f"voxqueue.token.{token}"]) as ws:
+    offered = [Subprotocol("voxqueue.v1"), Subprotocol(f"voxqueue.token.{token}")]
+    with connect(ws_url, subprotocols=offered) as ws:
         assert ws.subprotocol == "voxqueue.v1"
         ws.send(json.dumps({"type": "cancel"}))
     for refused in (["voxqueue.v1", "voxqueue.token.vqd_wrong"], ["voxqueue.v1"]):
         with pytest.raises(InvalidStatus) as no:
-            connect(ws_url, subprotocols=refused)
+            connect(ws_url, subprotocols=[Subprotocol(p) for p in refused])
         assert no.value.response.status_code == 403
     with pytest.raises(InvalidStatus):  # never in the URL
         connect(f"{ws_url}&token={token}")

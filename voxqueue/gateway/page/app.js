@@ -145,6 +145,11 @@ async function listen(noSpeechS) {
   const stream = api.stream(sessionId());
   listening = { command: new Command(SETTINGS, { noSpeechS }), stream, view };
   const mine = listening;
+  stream.socket.addEventListener("close", () => {  // refused (a limit) while listening
+    if (listening !== mine) return;
+    listening = null;
+    setState("ready", `The gateway ended the command: ${stream.error?.message ?? "closed"}`);
+  });
   $("partial").textContent = "";
   setState("listening", "Listening…");
   let turn;

@@ -109,12 +109,16 @@ export class Stream {
     this.socket.binaryType = "arraybuffer";
     this.queue = [];  // what was sent before the socket opened
     this.sentFrames = 0;
+    this.error = null;  // the gateway's refusal, if it refused the stream
     this.turn = new Promise((resolve, reject) => {
       socket.onopen = () => { for (const item of this.queue.splice(0)) socket.send(item); };
       socket.onmessage = (message) => {
         const said = JSON.parse(message.data);
         if (said.type === "turn") resolve(said);
-        else if (said.type === "error") reject(new Refused(0, said.code, said.message));
+        else if (said.type === "error") {
+          this.error = new Refused(0, said.code, said.message);
+          reject(this.error);
+        }
       };
       socket.onclose = (close) => reject(close.code === 1006 && !this.opened
         ? new Unauthorized("the gateway refused the stream") : new Error("the stream closed"));
