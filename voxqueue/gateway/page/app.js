@@ -63,6 +63,7 @@ function showPairing(message) {
 }
 
 function revoked() {
+  if (listening) finish("no-speech");  // dropped
   localStorage.removeItem(TOKEN_KEY);
   localStorage.setItem(REFUSED_KEY, "1");
   interrupt();
@@ -138,6 +139,7 @@ async function listen(noSpeechS) {
     const { mic } = await ensureAudio();
     await mic.open();
   } catch (error) {
+    audio?.mic.close();
     setState("ready", `The microphone is not available: ${error.message}`);
     return;
   }
@@ -148,6 +150,7 @@ async function listen(noSpeechS) {
   stream.socket.addEventListener("close", () => {  // refused (a limit) while listening
     if (listening !== mine) return;
     listening = null;
+    audio.mic.close();
     setState("ready", `The gateway ended the command: ${stream.error?.message ?? "closed"}`);
   });
   $("partial").textContent = "";
@@ -156,7 +159,10 @@ async function listen(noSpeechS) {
   try {
     turn = await stream.turn;
   } catch (error) {
-    if (listening === mine) listening = null;
+    if (listening === mine) {
+      listening = null;
+      audio.mic.close();
+    }
     view.remove();
     if (error instanceof Unauthorized || error.code === "unauthenticated") {
       await checkToken();
@@ -182,6 +188,7 @@ function heard(frame) {
 function finish(why) {
   const { command, stream, view } = listening;
   listening = null;
+  audio.mic.close();
   count("endedBy", why);
   if (why === "no-speech") {
     stream.cancel();

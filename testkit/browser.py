@@ -19,7 +19,7 @@ from typing import Any
 
 from websockets.sync.client import connect
 
-from tests.conftest import free_port
+from testkit.system import free_port
 
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
