@@ -328,6 +328,14 @@ class Timings {
 }
 
 // -- the conversation on screen ---------------------------------------------------------------------
+const LOG_KEPT = 50;  // turns and announcements on screen, newest first
+
+function logged(item) {
+  const log = $("log");
+  log.prepend(item);
+  while (log.children.length > LOG_KEPT) log.lastElementChild.remove();
+}
+
 function element(tag, className, text) {
   const node = document.createElement(tag);
   if (className) node.className = className;
@@ -345,7 +353,7 @@ class TurnView {
     this.calls = new Map();
     this.spoken = null;
     this.li.append(this.said, this.tools, this.answer);
-    $("log").prepend(this.li);
+    logged(this.li);
   }
 
   remove() { this.dropped = true; this.li.remove(); }
@@ -419,7 +427,7 @@ function show(event) {
   const li = element("li", "announcement");
   li.append(element("span", "kind", `${kind[0].toUpperCase()}${kind.slice(1)}: `),
     element("span", "text", event.text ?? ""));
-  $("log").prepend(li);
+  logged(li);
   setState(app.dataset.state, `${kind}: ${event.text ?? ""}`);
 }
 
