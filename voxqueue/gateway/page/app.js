@@ -135,26 +135,31 @@ async function talk() {
 }
 
 async function listen(noSpeechS) {
-  try {
-    const { mic } = await ensureAudio();
-    await mic.open();
-  } catch (error) {
-    audio?.mic.close();
-    setState("ready", `The microphone is not available: ${error.message}`);
-    return;
-  }
+  const { mic } = await ensureAudio();
+  if (listening) return;
+  // The socket opens while the browser opens the microphone; frames flow from the first.
   const view = new TurnView();
   const stream = api.stream(sessionId());
-  listening = { command: new Command(SETTINGS, { noSpeechS }), stream, view };
-  const mine = listening;
+  const mine = { command: new Command(SETTINGS, { noSpeechS }), stream, view };
+  listening = mine;
   stream.socket.addEventListener("close", () => {  // refused (a limit) while listening
     if (listening !== mine) return;
     listening = null;
-    audio.mic.close();
+    mic.close();
     setState("ready", `The gateway ended the command: ${stream.error?.message ?? "closed"}`);
   });
   $("partial").textContent = "";
   setState("listening", "Listening…");
+  try {
+    await mic.open();
+  } catch (error) {
+    if (listening === mine) listening = null;
+    stream.socket.close();
+    view.remove();
+    setState("ready", `The microphone is not available: ${error.message}`);
+    return;
+  }
+  if (listening !== mine) mic.close();  // ended (a second press) while it opened
   let turn;
   try {
     turn = await stream.turn;
