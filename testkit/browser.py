@@ -106,6 +106,12 @@ class Browser:
                 "description") or result["exceptionDetails"].get("text"))
         return result.get("result", {}).get("value")
 
+    def press(self, key: str, code: str, key_code: int) -> None:
+        """A key pressed and released, as a person's (``" ", "Space", 32``)."""
+        for kind in ("keyDown", "keyUp"):
+            self.call("Input.dispatchKeyEvent", type=kind, key=key, code=code,
+                      windowsVirtualKeyCode=key_code, text=key if kind == "keyDown" else "")
+
     def screenshot(self, path: str) -> None:
         """The page as it is now, as a PNG file."""
         data = self.call("Page.captureScreenshot", format="png")["data"]

@@ -316,16 +316,17 @@ def test_a_timer_is_announced_shown_and_spoken(paired):
 
 def test_pressing_talk_while_it_answers_stops_the_reply_and_cancels_its_turn(paired, gateway,
                                                                              offline):
-    """Barge-in: the audio stops at once, the turn is cancelled (unless all its audio was
-    written already), and the page listens: the new question (the fake microphone plays its
-    recording again) is answered."""
+    """Barge-in, by the space bar: the audio stops at once, the turn is cancelled (unless all
+    its audio was written already), and the page listens: the new question (the fake microphone
+    plays its recording again) is answered."""
     browser = paired
     browser.evaluate("(() => { document.getElementById('question').value = "
                      "'tell me a story about dragons'; "
                      "document.getElementById('ask-form').requestSubmit(); })()", gesture=True)
     assert browser.wait_for("document.getElementById('app').dataset.state === 'speaking'", 60)
     turn_id = data(browser)["turnId"]
-    browser.evaluate("document.getElementById('talk').click()", gesture=True)
+    browser.evaluate("document.activeElement?.blur()")
+    browser.press(" ", "Space", 32)  # the space bar, as Talk
     assert browser.wait_for("document.getElementById('app').dataset.state === 'listening'", 5)
     assert browser.wait_for("document.querySelector('.turn .note')?.textContent", 5) == \
         "(interrupted)"
