@@ -400,3 +400,37 @@ def test_a_revoked_token_shows_a_clear_message(paired, gateway):
         assert browser.evaluate("localStorage.getItem('voxqueue.token')") is None
     assert csp_violations(browser) == []
 
+
+
+def test_over_tls_the_page_may_listen_and_its_socket_is_wss_to_itself(browser, offline,
+                                                                      tmp_path_factory):
+    """Behind the gateway's own TLS (a private CA's certificate, accepted by this browser as
+    a phone accepts one), the page is a secure context (what gives it the microphone away from
+    localhost) and its WebSocket goes to wss:// on its own origin, allowed by the CSP's 'self'."""
+    import trustme
+
+    where = tmp_path_factory.mktemp("tls-page")
+    issued = trustme.CA().issue_cert("127.0.0.1")
+    issued.cert_chain_pems[0].write_to_path(str(where / "cert.pem"))
+    issued.private_key_pem.write_to_path(str(where / "key.pem"))
+    with running_gateway(offline, where, "--certfile", str(where / "cert.pem"),
+                         "--keyfile", str(where / "key.pem")) as secure:
+        token = secure.add("tls-page")
+        browser.call("Security.setIgnoreCertificateErrors", ignore=True)
+        browser.open(f"{secure.url}/#token={token}")
+        assert browser.wait_for("document.getElementById('app')?.dataset.state === 'ready'", 20)
+        assert browser.evaluate("window.isSecureContext") is True
+        opened = browser.evaluate("""(async () => {
+          const { Gateway } = await import('/page/gateway-api.js');
+          const stream = new Gateway(localStorage.getItem('voxqueue.token')).stream('tls');
+          await new Promise((resolve, reject) => {
+            stream.socket.addEventListener('open', resolve);
+            stream.socket.addEventListener('close', reject);
+          });
+          stream.socket.close();
+          return [stream.socket.url, stream.socket.protocol];
+        })()""")
+    port = secure.url.rsplit(":", 1)[1]
+    assert opened == [f"wss://127.0.0.1:{port}/v1/turns/stream?rate=16000&session=tls",
+                      "voxqueue.v1"]
+    assert csp_violations(browser) == []
