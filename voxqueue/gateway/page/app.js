@@ -85,6 +85,7 @@ async function pair(token) {
   localStorage.removeItem(REFUSED_KEY);
   $("pairing").hidden = true;
   $("talk-area").hidden = false;
+  $("insecure").hidden = window.isSecureContext;
   $("paired").textContent = `Paired as ${device}`;
   $("paired").hidden = $("unpair").hidden = false;
   app.dataset.device = device;

@@ -59,11 +59,23 @@ export class Gateway {
 
   cancel(turnId) { return this.call("POST", `/v1/turns/${encodeURIComponent(turnId)}/cancel`); }
 
-  /** One long poll of a stream: {entries, last_id}, each entry's PCM as bytes. */
+  /** One long poll of a stream: {entries, last_id}, each entry's PCM as bytes. Busy (429:
+   *  the device's long polls are all open, e.g. one just abandoned on barge-in and not yet
+   *  closed by the server) or unavailable (503): asked again a second later. */
   async poll(path, after, signal) {
-    const got = await this.call("GET", path, { params: { after, wait_ms: WAIT_MS }, signal });
-    for (const entry of got.entries) entry.pcm = entry.pcm ? bytesOf(entry.pcm) : null;
-    return got;
+    for (;;) {
+      try {
+        const got = await this.call("GET", path, { params: { after, wait_ms: WAIT_MS }, signal });
+        for (const entry of got.entries) entry.pcm = entry.pcm ? bytesOf(entry.pcm) : null;
+        return got;
+      } catch (error) {
+        if (!(error instanceof Refused && (error.status === 429 || error.status === 503))) {
+          throw error;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+        signal?.throwIfAborted();
+      }
+    }
   }
 
   /** A turn's entries as they come, up to its run-end. */
