@@ -253,6 +253,7 @@ def test_one_press_of_talk_brings_the_answer_seen_and_heard(paired, gateway, tmp
     assert browser.evaluate("localStorage.getItem('voxqueue.token')").startswith("vqd_")
     assert text(browser, "#paired") == ["Paired as kitchen"]
     assert browser.evaluate("document.getElementById('talk').textContent") == "Talk"
+    assert browser.evaluate("document.getElementById('insecure').hidden") is True  # localhost
     browser.evaluate("document.getElementById('talk').click()", gesture=True)
     assert browser.wait_for("document.getElementById('app').dataset.state === 'listening'", 10)
     # The reply, while it is heard: the page in the middle of a turn.
