@@ -8,10 +8,12 @@ Redis, ``voxqueue gateway`` in its own process. Each round, alternating: a new h
 Chromium (``testkit.browser``) opens the page by a device's pairing link, its fake microphone
 plays ``command_time.wav`` ("What time is it"), one press of Talk; its figures from the page's
 own clock (``#app``'s data attributes): the last voiced frame → the first reply audio heard
-(scheduled on Web Audio, with its output latency), and the command's end (sent) → heard. Then
-the Python client (``GatewayClient.stream``) sends the same recording at the pace of speech up
-to the page's own end (the last loud frame + 0.7 s of silence) and ends it: the end (sent) →
-the first reply audio in hand. Needs Chromium (``apt install chromium``).
+(scheduled on Web Audio, with its output latency), the silence it waited for, and the
+command's end (sent) → heard. Then the Python client (``GatewayClient.stream``) sends the same
+recording at the pace of speech up to the last loud frame + 0.7 s of silence (the usual
+trailing silence; it does not read partial transcripts) and ends it: the last loud frame sent →
+the first reply audio in hand, and the end (sent) → in hand. Needs Chromium (``apt install
+chromium``).
 """
 
 from __future__ import annotations
@@ -87,9 +89,9 @@ def page_once(binary: str, url: str, env: dict[str, str], n: int) -> dict[str, A
             "end_ms": float(found["endToSoundMs"]), "ended_by": found["endedBy"]}
 
 
-def python_once(url: str, env: dict[str, str], n: int, pcm: bytes) -> float:
-    """The same command from the Python client, ended where the page ends it: the end (sent)
-    → the first reply audio in hand, ms."""
+def python_once(url: str, env: dict[str, str], n: int, pcm: bytes) -> dict[str, float]:
+    """The same command from the Python client, ended after 0.7 s of silence: from its last
+    loud frame sent, and from its end (sent), to the first reply audio in hand, ms."""
     frames = [pcm[i:i + FRAME] for i in range(0, len(pcm), FRAME)]
     loud = max(i for i, f in enumerate(frames) if rms(f) > 300)
     send = frames[:loud + 1 + int(TRAILING_S / 0.02)]
@@ -102,13 +104,15 @@ def python_once(url: str, env: dict[str, str], n: int, pcm: bytes) -> float:
         for i, frame in enumerate(send):  # at the pace of speech
             time.sleep(max(0.0, start + i * 0.02 - time.monotonic()))
             stream.write(frame)
+            if i == loud:
+                spoken = time.perf_counter()
         ended = time.perf_counter()
         turn = stream.end((loud + 1) * 0.02)
         first = next(iter(turn.playback(timeout=60)))
         heard = time.perf_counter()
         assert first
         turn.wait(timeout=60)
-    return (heard - ended) * 1000
+    return {"speech_end_ms": (heard - spoken) * 1000, "end_ms": (heard - ended) * 1000}
 
 
 def main() -> None:
@@ -120,33 +124,31 @@ def main() -> None:
         raise SystemExit("no Chromium here (apt install chromium)")
     with wave.open(str(WAV)) as w:
         pcm = w.readframes(w.getnframes())
-    pages: list[dict[str, Any]] = []
-    pythons: list[float] = []
+    runs: dict[str, list[dict[str, Any]]] = {"page": [], "python": []}
     with bench_system(None, offline=True, queues=("stt", "agent", "tools", "tts"),
                       VOXQUEUE_STT="pocketsphinx") as system, gateway(system) as (url, env):
         page_once(binary, url, env, 0)  # warm every model and path once
         python_once(url, env, 0, pcm)
         for r in range(1, args.rounds + 1):
             for side in (("page", "python") if r % 2 else ("python", "page")):
-                if side == "page":
-                    pages.append(page_once(binary, url, env, r))
-                    print(f"page: {pages[-1]}", flush=True)
-                else:
-                    pythons.append(python_once(url, env, r, pcm))
-                    print(f"python: end -> first audio {pythons[-1]:.0f} ms", flush=True)
+                run = (page_once(binary, url, env, r) if side == "page"
+                       else python_once(url, env, r, pcm))
+                runs[side].append(run)
+                print(f"{side}: {run}", flush=True)
 
-    def p50(key: str) -> float:
-        return statistics.median(p[key] for p in pages)
+    def p50(side: str, key: str) -> float:
+        return statistics.median(float(r[key]) for r in runs[side])
 
-    python = statistics.median(pythons)
-    print(f"\nms, p50 of {len(pages)} each; the page ended its command by "
-          f"{sorted({p['ended_by'] for p in pages})}")
-    print("| device | speech end → first audio heard | command's end (sent) → first audio | "
-          "end → first audio, page / Python |")
-    print("|---|---|---|---|")
-    print(f"| the browser page | {p50('speech_end_ms'):.0f} | {p50('end_ms'):.0f} | "
-          f"{p50('end_ms') / python:.2f} |")
-    print(f"| Python client (`GatewayClient.stream`) | — | {python:.0f} (in hand) | 1 |")
+    print(f"\nms, p50 of {args.rounds} each; the page ended its commands by "
+          f"{sorted({str(r['ended_by']) for r in runs['page']})}")
+    print("| device | speech end → first audio | silence waited | command's end (sent) → "
+          "first audio | speech end → first audio, / Python |")
+    print("|---|---|---|---|---|")
+    python = p50("python", "speech_end_ms")
+    for side, name in (("page", "the browser page (heard)"),
+                       ("python", "Python client, `GatewayClient.stream` (in hand)")):
+        first, end = p50(side, "speech_end_ms"), p50(side, "end_ms")
+        print(f"| {name} | {first:.0f} | {first - end:.0f} | {end:.0f} | {first / python:.2f} |")
 
 
 if __name__ == "__main__":
