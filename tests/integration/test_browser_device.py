@@ -90,6 +90,16 @@ def data(browser: Browser) -> dict[str, str]:
     return browser.evaluate("({...document.getElementById('app').dataset})") or {}
 
 
+def counted(browser: Browser, name: str) -> int:
+    """One of the page's counters (turns, announcements) as it is now."""
+    return int(data(browser).get(name, "0"))
+
+
+def one_more(browser: Browser, name: str, before: int, timeout: float = 60) -> bool:
+    return bool(browser.wait_for(
+        f"document.getElementById('app').dataset.{name} === '{before + 1}'", timeout))
+
+
 def text(browser: Browser, selector: str) -> list[str]:
     return browser.evaluate(f"[...document.querySelectorAll({json.dumps(selector)})]"
                             ".map(e => e.textContent)") or []
@@ -254,6 +264,7 @@ def test_one_press_of_talk_brings_the_answer_seen_and_heard(paired, gateway, tmp
     assert text(browser, "#paired") == ["Paired as kitchen"]
     assert browser.evaluate("document.getElementById('talk').textContent") == "Talk"
     assert browser.evaluate("document.getElementById('insecure').hidden") is True  # localhost
+    before = counted(browser, "turns")
     browser.evaluate("document.getElementById('talk').click()", gesture=True)
     assert browser.wait_for("document.getElementById('app').dataset.state === 'listening'", 10)
     # The reply, while it is heard: the page in the middle of a turn.
@@ -264,8 +275,7 @@ def test_one_press_of_talk_brings_the_answer_seen_and_heard(paired, gateway, tmp
     if os.environ.get("VOXQUEUE_BROWSER_SCREENSHOT"):
         shutil.copy(shot, os.environ["VOXQUEUE_BROWSER_SCREENSHOT"])
     assert speaking, (data(browser), browser.console, gateway.log.read_text()[-3000:])
-    assert browser.wait_for("document.getElementById('app').dataset.turns === '1'", 60), \
-        data(browser)
+    assert one_more(browser, "turns", before), data(browser)
     state = data(browser)
     said = text(browser, ".turn .you")[0].lower()
     assert "time" in said, said
@@ -289,11 +299,11 @@ def test_one_press_of_talk_brings_the_answer_seen_and_heard(paired, gateway, tmp
 
 def test_a_typed_question(paired):
     browser = paired
+    before = counted(browser, "turns")
     browser.evaluate("(() => { document.getElementById('question').value = "
                      "'what is 12 times 13'; document.getElementById('ask-form').requestSubmit(); "
                      "})()", gesture=True)
-    assert browser.wait_for("document.getElementById('app').dataset.turns === '2'", 60), \
-        data(browser)
+    assert one_more(browser, "turns", before), data(browser)
     assert text(browser, ".turn .you")[0] == "what is 12 times 13"
     assert "156" in text(browser, ".turn .reply")[0]
     assert text(browser, ".turn .tool")[0].startswith("calculate(")
@@ -304,13 +314,13 @@ def test_a_typed_question(paired):
 def test_a_timer_is_announced_shown_and_spoken(paired):
     browser = paired
     before = int(data(browser)["samplesPlayed"])
+    announced = counted(browser, "announcements")
     browser.evaluate("(() => { document.getElementById('question').value = "
                      "'set a timer for 2 seconds'; "
                      "document.getElementById('ask-form').requestSubmit(); })()", gesture=True)
-    assert browser.wait_for("document.getElementById('app').dataset.announcements === '1'", 60), \
-        (data(browser), text(browser, "#log li"))
+    assert one_more(browser, "announcements", announced), (data(browser), text(browser, "#log li"))
     shown = text(browser, ".announcement")
-    assert len(shown) == 1 and shown[0].startswith("Timer: "), shown
+    assert len(shown) == announced + 1 and shown[0].startswith("Timer: "), shown
     assert int(data(browser)["samplesPlayed"]) > before
     assert csp_violations(browser) == []
 
@@ -339,9 +349,7 @@ def test_pressing_talk_while_it_answers_stops_the_reply_and_cancels_its_turn(pai
     print(f"\nthe interrupted turn ended {ended.decode()}")
     stopped = data(browser)
     assert int(stopped["samplesPlayed"]) < int(stopped["samplesScheduled"]), stopped
-    turns = int(stopped["turns"])
-    assert browser.wait_for("document.getElementById('app').dataset.turns === "
-                            f"'{turns + 1}'", 60), data(browser)
+    assert one_more(browser, "turns", int(stopped.get("turns", "0"))), data(browser)
     assert "time" in text(browser, ".turn .you")[0].lower()
     assert text(browser, ".turn .reply")[0].startswith("It's")
     # The stopped reply's rest was never played: only the new answer's audio was.
