@@ -39,6 +39,10 @@ class GatewaySettings(BaseSettings):
     # -- the server ----------------------------------------------------------------------------
     host: str = "127.0.0.1"
     port: int = 8765
+    public_url: str | None = None
+    """The gateway's address as a phone or laptop reaches it (``https://voice.home.lan``): the
+    browser page's link that ``voxqueue devices add NAME --link`` prints. Unset:
+    ``http://<host>:<port>``."""
     turns_per_minute: int = Field(default=30, ge=1)
     """Turns (and cancels, and streams opened) one device may start per minute; more get 429
     with Retry-After."""

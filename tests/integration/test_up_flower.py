@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser import Browser, chromium
+from testkit.browser import Browser, chromium
 from tests.conftest import ROOT, free_port, system_env
 from voxqueue.settings import QUEUES
 from voxqueue.up.embedded_redis import embedded_redis_url

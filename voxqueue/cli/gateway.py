@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import datetime
 from typing import Annotated
+from urllib.parse import urlsplit, urlunsplit
 
 import typer
 from rich.console import Console
@@ -46,15 +47,51 @@ def devices_list(ctx: typer.Context) -> None:
 
 
 @devices_app.command("add")
-def devices_add(name: str) -> None:
+def devices_add(
+    name: str,
+    link: Annotated[bool, typer.Option(
+        "--link", help="Print the browser page's address with the token in it, and its QR code "
+        "(point a phone's camera at it).")] = False,
+    url: Annotated[str | None, typer.Option(
+        help="The gateway's address as the browser reaches it (default: "
+        "VOXQUEUE_GATEWAY_PUBLIC_URL, else http://<gateway host>:<port>).")] = None,
+) -> None:
     """Register a device and print its token (shown once: put it in the device's
-    VOXQUEUE_DEVICE_TOKEN)."""
+    VOXQUEUE_DEVICE_TOKEN), or with --link the browser page's pairing link."""
     try:
         token = _registry().add(name)
     except DeviceError as exc:
         err.print(f"[red]{exc}[/]")
         raise typer.Exit(2) from exc
-    print(token)
+    if not link:
+        print(token)
+        return
+    address = pairing_link(url or _public_url(), token)
+    print(address)
+    if out.is_terminal:
+        import segno
+
+        segno.make(address, error="l").terminal(compact=True)
+    host = urlsplit(address).hostname or ""
+    if address.startswith("http://") and host not in ("127.0.0.1", "localhost", "::1"):
+        err.print("[yellow]A browser gives the microphone only to https:// pages (or "
+                  "localhost): put the gateway behind TLS (docs/browser.md).[/]")
+
+
+def _public_url() -> str:
+    gateway_settings = get_client_settings().gateway
+    if gateway_settings.public_url:
+        return gateway_settings.public_url
+    host = gateway_settings.host
+    host = "127.0.0.1" if host in ("0.0.0.0", "::") else host  # listening everywhere
+    return f"http://{f'[{host}]' if ':' in host else host}:{gateway_settings.port}"
+
+
+def pairing_link(base: str, token: str) -> str:
+    """The page's address with the token in its fragment (a browser never sends a fragment)."""
+    parts = urlsplit(base)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/") + "/", "",
+                       f"token={token}"))
 
 
 @devices_app.command("revoke")

@@ -35,6 +35,13 @@ class TurnCreated(BaseModel):
     deadline: float
 
 
+class DeviceInfo(BaseModel):
+    """``GET /v1/device``: the device a token belongs to."""
+
+    v: Literal[1] = 1
+    device: str
+
+
 class WireEntry(BaseModel):
     """One entry of a turn's or a device's stream; PCM as base64."""
 

@@ -7,13 +7,19 @@ server's: text length, audio size and length, deadline ceiling, and budgets per 
 characters read aloud, its replies' included, seconds of speech, per minute and per hour; long
 polls and sockets open at once), each refused with 429 and Retry-After.
 
+``GET /v1/device`` names the device behind a token (the browser page says what it is paired as);
+``/`` and ``/page/…`` are the browser page itself (:mod:`voxqueue.gateway.page`).
+
 Following a stream is a long poll (``?after=ID&wait_ms=…``): each answer says where to go on
 from, so a device that lost its connection resumes where it was and misses nothing.
 
 Streamed capture: a device sends its utterance as audio frames over a WebSocket while the
 person speaks (``/v1/turns/stream``).
 
-The device sends binary frames (16-bit mono PCM at ``?rate=``, 16 kHz by default), then a text
+The device authenticates with its ``Authorization`` header, or (a browser, which cannot set a
+WebSocket's headers) by offering ``voxqueue.token.<token>`` as a subprotocol after
+``voxqueue.v1``, which the gateway accepts; never in the URL. It sends binary frames (16-bit
+mono PCM at ``?rate=``, 16 kHz by default), then a text
 frame ``{"type": "end"}`` (optionally with ``"spoken_until"``, the audio time of its last voiced
 frame), or ``{"type": "cancel"}`` to drop it. At 16 kHz the turn starts with the first frame
 and the frames go on to the turn's speech stream as they arrive, so speech to text runs while
@@ -56,9 +62,16 @@ from voxqueue.audio import SAMPLE_RATE, SAMPLE_WIDTH
 from voxqueue.budgets import SPEAK_CHARS, Budgets, Limit, OverBudget
 from voxqueue.client.direct import Client, InputError, SpeechStream, Turn, Unavailable, new_id
 from voxqueue.contracts import TurnSpec
-from voxqueue.contracts.gateway import Entries, GatewayError, TextTurnRequest, TurnCreated
+from voxqueue.contracts.gateway import (
+    DeviceInfo,
+    Entries,
+    GatewayError,
+    TextTurnRequest,
+    TurnCreated,
+)
 from voxqueue.gateway.access import Access, bearer
 from voxqueue.gateway.devices import DeviceRegistry
+from voxqueue.gateway.page import page_routes
 from voxqueue.gateway.rules import Refused, deadline_of, rate_of, session_of
 from voxqueue.gateway.streams import forget_read, read_after
 from voxqueue.redis_conn import connect_async
@@ -92,18 +105,37 @@ class InFlight:
 #: Seconds a capture may go without a frame before the gateway gives up on it.
 IDLE_S = 10.0
 
+#: The WebSocket subprotocol a browser asks for: a browser cannot send an Authorization header
+#: on a WebSocket, so it offers its token as a second subprotocol, ``voxqueue.token.<token>``
+#: (never in the URL, which proxies and logs keep); the gateway accepts ``voxqueue.v1`` only.
+SUBPROTOCOL = "voxqueue.v1"
+TOKEN_SUBPROTOCOL = "voxqueue.token."  # noqa: S105 (a prefix, no secret)
+
+
+def _protocols(offered: str) -> list[str]:
+    return [p.strip() for p in offered.split(",") if p.strip()]
+
+
+def subprotocol_token(offered: str) -> str | None:
+    """The device token offered as a WebSocket subprotocol, or None."""
+    tokens = [p.removeprefix(TOKEN_SUBPROTOCOL) for p in _protocols(offered)
+              if p.startswith(TOKEN_SUBPROTOCOL)]
+    return bearer(f"Bearer {tokens[0]}") if len(tokens) == 1 else None
+
+
 #: WebSocket close codes: policy (unauthenticated), too big, and our own "refused".
 POLICY, TOO_BIG, REFUSED = 1008, 1009, 4400
 
 
 async def stream_turn(gw: Gateway, ws: WebSocket) -> None:
     """One utterance in frames, one turn out."""
-    token = bearer(ws.headers.get("authorization", ""))
+    offered = ws.headers.get("sec-websocket-protocol", "")
+    token = bearer(ws.headers.get("authorization", "")) or subprotocol_token(offered)
     device = await anyio.to_thread.run_sync(gw.devices.authenticate, token) if token else None
     if device is None or token is None:
         await ws.close(code=POLICY)  # before accepting: the handshake is refused (403)
         return
-    await ws.accept()
+    await ws.accept(subprotocol=SUBPROTOCOL if SUBPROTOCOL in _protocols(offered) else None)
     speech: list[SpeechStream] = []  # the turn's stream, once it has begun
     lifetime = gw.settings.turns.max_audio_seconds + gw.settings.gateway.stream_grace_s
     try:
@@ -435,6 +467,10 @@ class Gateway:
         return JSONResponse({"v": 1, "turn_id": turn_id, "cancelled": cancelled},
                             status_code=202)
 
+    async def whoami(self, request: Request, device: str) -> Response:
+        """The device behind the token (a page says what it was paired as)."""
+        return JSONResponse(DeviceInfo(device=device).model_dump(mode="json"))
+
     async def announcements(self, request: Request, device: str) -> Response:
         stream = self.client.keys.announcements(device)
         after, wait_ms = _poll_params(request, default_after=None)
@@ -460,6 +496,7 @@ def create_app(settings: ClientSettings) -> Starlette:
 
     routes = [
         Route("/v1/health", health),
+        Route("/v1/device", gw.guarded(gw.whoami)),
         Route("/v1/turns", gw.guarded(gw.text_turn), methods=["POST"]),
         Route("/v1/turns/audio", gw.guarded(gw.audio_turn), methods=["POST"]),
         Route("/v1/speak", gw.guarded(gw.speak), methods=["POST"]),
@@ -467,6 +504,7 @@ def create_app(settings: ClientSettings) -> Starlette:
         Route("/v1/turns/{turn_id:str}/cancel", gw.guarded(gw.cancel_turn), methods=["POST"]),
         Route("/v1/announcements", gw.guarded(gw.announcements)),
         WebSocketRoute("/v1/turns/stream", lambda ws: stream_turn(gw, ws)),
+        *page_routes(),
     ]
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
