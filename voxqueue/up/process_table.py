@@ -36,8 +36,24 @@ DEFAULT_POOLS: dict[str, tuple[str, int]] = {
 DEFAULT_PROCESSES: dict[str, int] = {"agent": 2, "tts": 3}
 
 
+#: ``voxqueue up``'s worker unless told ``--processes``: one process consuming every queue (the
+#: take from several lists, ``voxqueue.broker.take``), its threads pool as large as the
+#: per-queue pools together (a thread starts only when a task needs it). One machine at rest
+#: then holds one interpreter, one set of providers and one consumer loop, not eight; the
+#: deployments (compose, Kubernetes) and ``up --processes`` keep a worker per queue, each scaled
+#: on its own.
+SHARED_WORKER = "all"
+SHARED_CONCURRENCY = sum(concurrency for _pool, concurrency in DEFAULT_POOLS.values())
+
+#: ``up --processes per-queue``: a worker per queue, ``default_processes`` of each.
+PER_QUEUE = "per-queue"
+
 #: celery-redbeat (schedule and lock in Redis), hardened against Redis restarts.
 BEAT_SCHEDULER = "workers.housekeeping.beat_scheduler:ResilientScheduler"
+
+#: The Celery app beat and Flower run with under ``voxqueue up``: the settings, none of the
+#: task modules and providers (``workers.app``'s).
+CONTROL_APP = "workers.housekeeping.control_app"
 
 
 def default_processes(settings: Settings) -> dict[str, int]:
