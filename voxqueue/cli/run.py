@@ -98,8 +98,8 @@ def up(
         sup.watch()
     finally:
         out.print("Stopping…")
+        threads.stop()  # first: beat releases its lock while Redis is still up
         sup.stop_all()
-        threads.stop()
 
 
 def _start_machine(sup: Supervisor, threads: InProcess, counts: dict[str, int] | None, *,
