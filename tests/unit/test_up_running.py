@@ -12,7 +12,9 @@ from voxqueue.up.running import memory_of, remove_running, up_processes, write_r
 
 
 def test_the_listed_children_with_their_memory_and_no_stranger(tmp_path: Path) -> None:
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    child = subprocess.Popen([sys.executable, "-c", "import time; print(1, flush=True); "
+                              "time.sleep(60)"], stdout=subprocess.PIPE)
+    assert child.stdout is not None and child.stdout.readline()  # an interpreter, loaded
     stranger = os.getppid()  # alive, but no child of this process
     path = tmp_path / "up.json"
     try:

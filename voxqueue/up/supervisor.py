@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -41,6 +43,30 @@ from voxqueue.up.process_table import (
 )
 from voxqueue.up.restarts import RestartPolicy, log_to_stderr, respawn, schedule_restart
 from voxqueue.up.running import remove_running, write_running
+
+#: Longest sleep of ``Supervisor.watch`` with nothing happening (a death wakes it at once).
+IDLE_WATCH_S = 5.0
+
+
+@contextlib.contextmanager
+def _woken_by_signals() -> Iterator[int | None]:
+    """A descriptor that becomes readable when a signal arrives (``signal.set_wakeup_fd``),
+    SIGCHLD among them, for as long as the block runs; None off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    old_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    old_handler = signal.signal(signal.SIGCHLD, lambda *_: None)  # (a handler: wake-ups)
+    try:
+        yield read
+    finally:
+        signal.signal(signal.SIGCHLD, old_handler)
+        signal.set_wakeup_fd(old_fd)
+        os.close(read)
+        os.close(write)
 
 
 @dataclass
@@ -215,11 +241,24 @@ class Supervisor:
             write_running(self.running_file, os.getpid(),
                           [(p.name, p.popen.pid) for p in self.children()])
 
-    def watch(self, interval_s: float = 0.5) -> None:
-        """Keep every child running until ``stopping`` is set."""
-        while not self.stopping:
-            self.supervise_once()
-            time.sleep(interval_s)
+    def watch(self, interval_s: float = 0.5, idle_s: float = IDLE_WATCH_S) -> None:
+        """Keep every child running until ``stopping`` is set.
+
+        From the main thread it sleeps until a child exits or a signal arrives (SIGCHLD, and
+        the Ctrl-C that sets ``stopping``, wake it), a restart is due, or ``idle_s`` passed: an
+        idle machine does not wake it twice a second. Elsewhere it looks every ``interval_s``.
+        """
+        with _woken_by_signals() as wakeup:
+            while not self.stopping:
+                self.supervise_once()
+                if wakeup is None:
+                    time.sleep(interval_s)
+                    continue
+                due = [p.restart_at for p in self.children() if p.restart_at is not None]
+                wait = min([idle_s, *(at - self.clock() for at in due)])
+                if not self.stopping and select.select([wakeup], [], [], max(0.0, wait))[0]:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(wakeup, 512)
 
     # -- stopping ---------------------------------------------------------------------------
     def stop(self, proc: Proc, timeout: float = 15.0) -> None:
