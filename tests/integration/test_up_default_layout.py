@@ -22,7 +22,7 @@ from voxqueue.client.direct import Client
 from voxqueue.keys import Keys
 from voxqueue.settings import QUEUES, RedisSettings, Settings
 from voxqueue.up.process_table import SHARED_WORKER
-from voxqueue.up.running import RUNNING_FILE
+from voxqueue.up.running import RUNNING_FILE, SUPERVISOR
 from voxqueue.up.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
@@ -83,9 +83,10 @@ def test_doctor_shows_the_memory_of_each_process(up):
     output = done.stdout
     assert "one beat holds the scheduler lock" in output, output
     rows = {name: (int(pid), float(rss)) for name, pid, rss in re.findall(
-        r"^\s*(voxqueue up \S+ \S+|worker-\S+)\s+(\d+)\s+([\d.]+) MiB", output, re.MULTILINE)}
-    assert set(rows) == {"voxqueue up (supervisor, exporter)", f"worker-{SHARED_WORKER}"}, output
-    assert rows["voxqueue up (supervisor, exporter)"][0] == up.proc.pid
+        rf"^\s*({re.escape(SUPERVISOR)}|worker-\S+)\s+(\d+)\s+([\d.]+) MiB", output,
+        re.MULTILINE)}
+    assert set(rows) == {SUPERVISOR, f"worker-{SHARED_WORKER}"}, output
+    assert rows[SUPERVISOR][0] == up.proc.pid
     assert all(rss > 10 for _pid, rss in rows.values()), rows  # an interpreter at least
     total = re.search(r"^\s*all 2\s+([\d.]+) MiB", output, re.MULTILINE)
     assert total is not None, output

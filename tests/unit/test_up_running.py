@@ -8,7 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from voxqueue.up.running import memory_of, remove_running, up_processes, write_running
+from voxqueue.up.running import (
+    SUPERVISOR,
+    memory_of,
+    remove_running,
+    up_processes,
+    write_running,
+)
 
 
 def test_the_listed_children_with_their_memory_and_no_stranger(tmp_path: Path) -> None:
@@ -25,7 +31,7 @@ def test_the_listed_children_with_their_memory_and_no_stranger(tmp_path: Path) -
         child.wait()
     assert found.problem == ""
     assert [(p.name, p.pid) for p in found.processes] == [
-        ("voxqueue up (supervisor, exporter)", os.getpid()), ("worker-all", child.pid)]
+        (SUPERVISOR, os.getpid()), ("worker-all", child.pid)]
     for p in found.processes:
         assert p.memory.rss > 1 << 20 and p.memory.pss is not None and p.memory.uss is not None
         assert p.memory.uss <= p.memory.pss <= p.memory.rss

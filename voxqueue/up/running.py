@@ -19,6 +19,9 @@ from pydantic import BaseModel, ValidationError
 #: The file in the data folder (``VOXQUEUE_DATA_DIR``) that lists the running processes.
 RUNNING_FILE = "up-processes.json"
 
+#: How the ``up`` process itself is named among them (beat and the exporter are its threads).
+SUPERVISOR = "voxqueue up (supervisor, beat, exporter)"
+
 
 class RunningProcess(BaseModel):
     name: str
@@ -126,7 +129,7 @@ def up_processes(path: Path) -> UpProcesses:
     if supervisor is None:
         return UpProcesses([], f"the voxqueue up that wrote {path} (pid {table.supervisor}) "
                                "is gone")
-    found = [ProcessMemory("voxqueue up (supervisor, exporter)", table.supervisor, supervisor)]
+    found = [ProcessMemory(SUPERVISOR, table.supervisor, supervisor)]
     for proc in table.processes:
         memory = memory_of(proc.pid)
         if memory is not None and parent_of(proc.pid) == table.supervisor:
