@@ -29,8 +29,9 @@ DEFAULT_POOLS: dict[str, tuple[str, int]] = {
 }
 
 #: Worker processes per queue of the compose file and the Kubernetes minimum (and of
-#: ``voxqueue up --processes per-queue``): a worker takes its tasks in one consumer thread, which shares the
-#: interpreter lock with every task thread, so with dozens of streams in flight one process
+#: ``voxqueue up --processes per-queue``): a worker takes its tasks in one consumer thread,
+#: which shares the interpreter lock with every task thread, so with dozens of streams in
+#: flight one process
 #: takes new tasks late (bench, 50 concurrent turns: TTS jobs waited ~400 ms for one process of
 #: 64 threads, ~300 ms for one of 192, ~70 ms for three of 64). Other queues run one.
 DEFAULT_PROCESSES: dict[str, int] = {"agent": 2, "tts": 3}
