@@ -1,4 +1,8 @@
-"""Reading, checking and converting utterances to the pipeline's format: 16 kHz mono int16 PCM."""
+"""Reading, checking and converting utterances to the pipeline's format: 16 kHz mono int16 PCM.
+
+numpy is imported by the functions that compute on samples, when first called: a process that
+only needs the format's constants (``voxqueue up``, Flower) does not hold it.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ import io
 import wave
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 SAMPLE_RATE = 16000
 SAMPLE_WIDTH = 2
@@ -78,6 +84,7 @@ def read_wav(data: bytes, *, max_bytes: int, max_seconds: float) -> Pcm:
 
 def from_pcm(data: bytes, *, max_bytes: int, max_seconds: float, rate: int = SAMPLE_RATE) -> Pcm:
     """Raw 16-bit mono PCM at ``rate`` Hz, checked against the limits and resampled to 16 kHz."""
+    import numpy as np
     check_size(len(data), max_bytes)
     if len(data) % 2:
         data = data[:-1]
@@ -109,6 +116,7 @@ def read_speech(audio: str | Path | bytes, *, max_bytes: int, max_seconds: float
 
 def resample(samples: np.ndarray, src_rate: int, dst_rate: int) -> np.ndarray:
     """Linear-interpolation resampling: enough for speech recognition and playback."""
+    import numpy as np
     if src_rate == dst_rate or samples.size == 0:
         return samples
     n_out = max(1, round(samples.size * dst_rate / src_rate))
@@ -129,6 +137,7 @@ def to_wav(pcm: bytes, rate: int = SAMPLE_RATE) -> bytes:
 
 def rms(pcm: bytes) -> float:
     """Root-mean-square level of 16-bit PCM, 0..32768."""
+    import numpy as np
     if len(pcm) < 2:
         return 0.0
     samples = np.frombuffer(pcm[: len(pcm) - len(pcm) % 2], dtype="<i2").astype(np.float64)
@@ -136,6 +145,7 @@ def rms(pcm: bytes) -> float:
 
 
 def _to_float(frames: bytes, width: int) -> np.ndarray:
+    import numpy as np
     if width == 1:
         return (np.frombuffer(frames, dtype=np.uint8).astype(np.float32) - 128.0) / 128.0
     if width == 2:
@@ -151,4 +161,5 @@ def _to_float(frames: bytes, width: int) -> np.ndarray:
 
 
 def _float_to_pcm16(samples: np.ndarray) -> bytes:
+    import numpy as np
     return (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()

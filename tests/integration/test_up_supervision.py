@@ -177,7 +177,7 @@ def test_a_turn_whose_tools_worker_is_killed_mid_tool_still_ends_ok(up, fake):
 def test_nothing_outlives_a_killed_up(up):
     tree = descendants(up.proc.pid)
     names = " ".join(cmdline(pid) for pid in tree)
-    assert "worker" in names and "beat" in names and "exporter" in names, names
+    assert "-n tools@" in names and "-n stt@" in names, names  # (beat, exporter: up's threads)
     os.kill(up.proc.pid, signal.SIGKILL)
     up.proc.wait(10)
     assert_all_gone(tree)

@@ -47,8 +47,9 @@ POISON_ENV = "VOXQUEUE_CHAOS_POISON"
 #: Lost turns in a row after which a session stops (the system is down: the rest would be
 #: lost too); the turns it did not run are a finding of their own.
 DOWN_AFTER_LOST = 2
-#: Worker processes per queue of the per-queue layout: ``voxqueue up``'s defaults (agent 2,
-#: tts 3) with tools 2 and tts 2 (two cores run the whole test).
+#: Worker processes per queue of the per-queue layout (the deployments', ``up --processes``):
+#: ``DEFAULT_PROCESSES`` (agent 2, tts 3) with tools 2 and tts 2 (two cores run the whole
+#: test).
 PER_QUEUE = {"stt": 1, "agent": 2, "tools": 2, "tts": 2, "monitor": 1}
 #: A queue's only live process is killed only once it has run this long (the time after which
 #: ``voxqueue up`` counts it as started): the kills are of a system in service, not a crash loop
@@ -67,7 +68,7 @@ class Plan:
     """What a run does; everything random in it is drawn from ``seed``."""
 
     seed: int
-    layout: str  # "per-queue" or "default"
+    layout: str  # "per-queue", "up" or "default"
     sessions: int
     turns: int  # per session, before the closing clean turn
     kills: int
@@ -107,7 +108,9 @@ def start_system(plan: Plan, redis_url: str, fake: ChaosProviders, ledger: Path,
     system = System(env, log_dir)
     sup = system.sup
     if plan.layout == "per-queue":
-        sup.start_workers(processes=PER_QUEUE)  # voxqueue up's pools and names
+        sup.start_workers(processes=PER_QUEUE)  # up --processes, compose's and Kubernetes'
+    elif plan.layout == "up":
+        sup.start_shared_worker()  # voxqueue up's default: one process for every queue
     else:
         for name in (DEFAULT_NAME, f"{DEFAULT_NAME}-2"):  # voxqueue worker's defaults
             sup.start(f"worker-{name}", sup.worker_argv(QUEUES, name=name, concurrency=8))

@@ -35,7 +35,7 @@ from tests.reliability.chaos_run import Plan, chosen_seed, poisons, run_chaos
 
 pytestmark = pytest.mark.integration
 
-LAYOUTS = ("per-queue", "default")
+LAYOUTS = ("per-queue", "up", "default")
 
 
 def short_plan(seed: int, layout: str) -> Plan:

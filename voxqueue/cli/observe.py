@@ -16,6 +16,7 @@ from voxqueue.settings import get_settings
 
 if TYPE_CHECKING:
     from voxqueue.observability.doctor import KeyReport
+    from voxqueue.up.running import UpProcesses
 
 out = Console()
 err = Console(stderr=True)
@@ -53,12 +54,32 @@ def doctor() -> None:
         mark = "[green]ok[/]" if c.ok else ("[yellow]warn[/]" if c.warning else "[red]FAIL[/]")
         table.add_row(escape(c.name), mark, escape(c.detail), escape(c.fix))  # (text, not markup)
     out.print(table)
+    if found.up is not None and found.up.processes:
+        out.print(process_table(found.up))
     if found.keys is not None and found.keys.families:
         out.print(_key_table(found.keys))
     failed = [c for c in checks if not c.ok and not c.warning]
     if failed:
         err.print(f"[red]{len(failed)} problem(s)[/]")
         raise typer.Exit(1)
+
+
+def process_table(up: UpProcesses) -> Table:
+    """The memory of each process of a running ``voxqueue up``, and of all of them."""
+    from voxqueue.observability.doctor import human_bytes
+
+    def cells(memory: object) -> tuple[str, str, str]:
+        rss, pss, uss = (getattr(memory, k) for k in ("rss", "pss", "uss"))
+        return (human_bytes(rss), "?" if pss is None else human_bytes(pss),
+                "?" if uss is None else human_bytes(uss))
+
+    table = Table("process", "pid", "resident (RSS)", "PSS", "own (USS)", box=None,
+                  title="Memory of voxqueue up's processes (PSS: shared pages divided among "
+                        "the processes sharing them)")
+    for p in up.processes:
+        table.add_row(escape(p.name), str(p.pid), *cells(p.memory))
+    table.add_row(f"all {len(up.processes)}", "", *cells(up.total()))
+    return table
 
 
 def _key_table(report: KeyReport, rows: int = 30) -> Table:

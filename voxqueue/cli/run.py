@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -15,7 +14,15 @@ from voxqueue.redis_conn import redact
 from voxqueue.settings import QUEUES, get_settings
 from voxqueue.up.embedded_redis import EMBEDDED_PORT, DataDirInUse, data_dir
 from voxqueue.up.flower_auth import flower_credentials
-from voxqueue.up.process_table import DEFAULT_PROCESSES, default_processes, parse_processes
+from voxqueue.up.in_process import InProcess
+from voxqueue.up.process_table import (
+    DEFAULT_PROCESSES,
+    PER_QUEUE,
+    SHARED_WORKER,
+    default_processes,
+    parse_processes,
+)
+from voxqueue.up.running import RUNNING_FILE
 from voxqueue.up.supervisor import Supervisor
 
 out = Console()
@@ -45,24 +52,28 @@ def up(
     flower: Annotated[bool, typer.Option(help="Run the Flower dashboard.")] = True,
     beat: Annotated[bool, typer.Option(help="Run beat (the scheduled monitors).")] = True,
     processes: Annotated[str | None, typer.Option(
-        help="Worker processes per queue, e.g. 'tts=3,agent=2' (default: "
+        help="A worker per queue, as compose and Kubernetes run them: 'tts=3,agent=2' (the "
+             f"others one each), or '{PER_QUEUE}' ("
              f"{','.join(f'{q}={n}' for q, n in DEFAULT_PROCESSES.items())} with cloud "
-             "providers; one for an offline model and for the other queues).")
+             "providers; one for an offline model and for the other queues). Default: one "
+             "worker process consuming every queue.")
     ] = None,
     redis_port: Annotated[int, typer.Option(
         help="Port of the embedded Redis, started when none answers at VOXQUEUE_REDIS_URL.")
     ] = EMBEDDED_PORT,
 ) -> None:
-    """Run everything one machine needs: workers per queue, beat and Flower. A process that
-    dies is started again (after 1 s, doubling to 30 s while it keeps dying); Ctrl-C stops all.
-    With no Redis answering it starts one whose data stays in VOXQUEUE_DATA_DIR."""
+    """Run everything one machine needs: the workers, beat, Flower and the metrics exporter. A
+    process that dies is started again (after 1 s, doubling to 30 s while it keeps dying);
+    Ctrl-C stops all. With no Redis answering it starts one whose data stays in
+    VOXQUEUE_DATA_DIR."""
     try:
-        counts = (default_processes(get_settings()) if processes is None
-                  else parse_processes(processes))
+        counts = (None if processes is None else default_processes(get_settings())
+                  if processes.strip() == PER_QUEUE else parse_processes(processes))
     except ValueError as exc:
         err.print(f"[red]--processes: {exc}[/]")
         raise typer.Exit(2) from exc
     sup = Supervisor(get_settings())
+    sup.running_file = data_dir(sup.settings) / RUNNING_FILE
     try:
         url, embedded = sup.ensure_redis(redis_port)
     except RuntimeError as exc:
@@ -81,22 +92,34 @@ def up(
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
+    threads = InProcess(sup.log)
     try:
-        _start_machine(sup, counts, beat=beat, flower=flower)
+        _start_machine(sup, threads, counts, beat=beat, flower=flower)
         sup.watch()
     finally:
         out.print("Stopping…")
+        threads.stop()  # first: beat releases its lock while Redis is still up
         sup.stop_all()
 
 
-def _start_machine(sup: Supervisor, counts: dict[str, int], *, beat: bool,
-                   flower: bool) -> None:
-    """What ``up`` runs: the workers, beat, the metrics exporter and Flower."""
-    sup.start_workers(processes=counts, inherit_output=True)
+def _start_machine(sup: Supervisor, threads: InProcess, counts: dict[str, int] | None, *,
+                   beat: bool, flower: bool) -> None:
+    """What ``up`` runs: the workers (one process for every queue, or with ``counts`` a worker
+    per queue), Flower, and on threads of this process beat and the metrics exporter."""
+    if counts is None:
+        sup.start_shared_worker(inherit_output=True)
+        out.print(f"Workers: one process ({SHARED_WORKER}) consuming every queue "
+                  f"(--processes {PER_QUEUE} for a worker per queue)")
+    else:
+        sup.start_workers(processes=counts, inherit_output=True)
     if beat:
-        sup.start("beat", sup.beat_argv(), inherit_output=True)
-    sup.start("exporter", [sys.executable, "-m", "voxqueue.cli", "exporter"],
-              inherit_output=True)
+        threads.start_beat()
+    port = sup.settings.dashboard.metrics_port
+    try:
+        threads.start_exporter(sup.settings, port)
+        out.print(f"Metrics: http://127.0.0.1:{port}/metrics")
+    except OSError as exc:  # the port is taken: up goes on without metrics
+        err.print(f"[yellow]metrics exporter not started: port {port}: {exc}[/]")
     if flower:
         sup.start("flower", sup.flower_argv(), sup.flower_env(), inherit_output=True)
         creds = flower_credentials(sup.settings)

@@ -29,6 +29,7 @@ from voxqueue.redis_conn import (
 from voxqueue.settings import QUEUES, Settings, whisper_installed
 from voxqueue.up.embedded_redis import data_dir, data_dir_holder
 from voxqueue.up.flower_auth import OLD_FLOWER_PASSWORD, flower_password_file
+from voxqueue.up.running import RUNNING_FILE, UpProcesses, up_processes
 
 
 @dataclass(frozen=True)
@@ -357,11 +358,25 @@ def human_bytes(n: int) -> str:
     raise AssertionError("unreachable")
 
 
+def check_up_processes(settings: Settings) -> tuple[Check, UpProcesses]:
+    """The processes of the ``voxqueue up`` running with this data folder, and their memory
+    (:mod:`voxqueue.up.running`); none is no problem (a deployment runs no ``up``)."""
+    found = up_processes(data_dir(settings) / RUNNING_FILE)
+    if not found.processes:
+        return Check("voxqueue up", True, found.problem), found
+    total = found.total()
+    pss = f", {human_bytes(total.pss)} PSS" if total.pss is not None else ""
+    return Check("voxqueue up", True, f"pid {found.processes[0].pid}: {len(found.processes)} "
+                 f"processes, {human_bytes(total.rss)} resident in all{pss} (each below)"), found
+
+
 @dataclass
 class Diagnosis:
     checks: list[Check]
     keys: KeyReport | None = None
     """Memory per key family (None when Redis could not be reached)."""
+    up: UpProcesses | None = None
+    """The processes of a ``voxqueue up`` on this machine, with their memory."""
 
 
 def diagnose(settings: Settings) -> Diagnosis:
@@ -380,6 +395,8 @@ def diagnose(settings: Settings) -> Diagnosis:
         found.checks += key_checks
     found.checks += check_flower(settings)
     found.checks += check_providers(settings)
+    up_check, found.up = check_up_processes(settings)
+    found.checks.append(up_check)
     return found
 
 

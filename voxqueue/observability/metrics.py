@@ -9,12 +9,15 @@ invention) is counted as ``other``, so the label's values stay few.
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections.abc import Iterable
 from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 from voxqueue.contracts import TurnEvent, TurnSpec
 from voxqueue.keys import Keys
@@ -111,6 +114,19 @@ class TurnMetrics:
         return name if isinstance(name, str) and name in self.tool_names else OTHER_TOOL
 
 
+#: How often the metrics server's thread wakes with no request (only to look for a stop).
+IDLE_POLL_S = 3600.0
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No line per scrape."""
+
+
+class _Server6(ThreadingWSGIServer):
+    address_family = socket.AF_INET6
+
+
 class Exporter:
     """Reads ended turns from Redis and serves the metrics over HTTP."""
 
@@ -139,7 +155,15 @@ class Exporter:
         return self._celery.control
 
     def serve(self, port: int, addr: str = "127.0.0.1") -> None:
-        start_http_server(port, addr=addr, registry=self.metrics.registry)
+        """``/metrics`` on ``addr:port``, from a daemon thread (OSError when the port is
+        taken)."""
+        server = make_server(addr, port, make_wsgi_app(self.metrics.registry),
+                             _Server6 if ":" in addr else ThreadingWSGIServer,
+                             handler_class=_QuietHandler)
+        # prometheus_client's own server looks for a stop every 0.5 s: two wake-ups a second of
+        # an idle process. A request still wakes it at once; it is never stopped.
+        threading.Thread(target=server.serve_forever, kwargs={"poll_interval": IDLE_POLL_S},
+                         name="metrics-http", daemon=True).start()
 
     def stop(self) -> None:
         self._stop.set()

@@ -28,16 +28,33 @@ DEFAULT_POOLS: dict[str, tuple[str, int]] = {
     "monitor": ("threads", 4),
 }
 
-#: Worker processes per queue that ``voxqueue up`` runs, as do the compose file and the
-#: Kubernetes minimum: a worker takes its tasks in one consumer thread, which shares the
-#: interpreter lock with every task thread, so with dozens of streams in flight one process
+#: Worker processes per queue of the compose file and the Kubernetes minimum (and of
+#: ``voxqueue up --processes per-queue``): a worker takes its tasks in one consumer thread,
+#: which shares the interpreter lock with every task thread, so with dozens of streams in
+#: flight one process
 #: takes new tasks late (bench, 50 concurrent turns: TTS jobs waited ~400 ms for one process of
 #: 64 threads, ~300 ms for one of 192, ~70 ms for three of 64). Other queues run one.
 DEFAULT_PROCESSES: dict[str, int] = {"agent": 2, "tts": 3}
 
 
+#: ``voxqueue up``'s worker unless told ``--processes``: one process consuming every queue (the
+#: take from several lists, ``voxqueue.broker.take``), its threads pool as large as the
+#: per-queue pools together (a thread starts only when a task needs it). One machine at rest
+#: then holds one interpreter, one set of providers and one consumer loop, not eight; the
+#: deployments (compose, Kubernetes) and ``up --processes`` keep a worker per queue, each scaled
+#: on its own.
+SHARED_WORKER = "all"
+SHARED_CONCURRENCY = sum(concurrency for _pool, concurrency in DEFAULT_POOLS.values())
+
+#: ``up --processes per-queue``: a worker per queue, ``default_processes`` of each.
+PER_QUEUE = "per-queue"
+
 #: celery-redbeat (schedule and lock in Redis), hardened against Redis restarts.
 BEAT_SCHEDULER = "workers.housekeeping.beat_scheduler:ResilientScheduler"
+
+#: The Celery app beat and Flower run with under ``voxqueue up``: the settings, none of the
+#: task modules and providers (``workers.app``'s).
+CONTROL_APP = "workers.housekeeping.control_app"
 
 
 def default_processes(settings: Settings) -> dict[str, int]:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -31,12 +33,40 @@ from voxqueue.up.embedded_redis import (
 from voxqueue.up.flower_auth import flower_credentials
 from voxqueue.up.process_table import (
     BEAT_SCHEDULER,
+    CONTROL_APP,
     DEFAULT_POOLS,
     FLOWER_NO_EVENTS_ASK,
     HEARTBEAT_S,
+    SHARED_CONCURRENCY,
+    SHARED_WORKER,
     worker_names,
 )
 from voxqueue.up.restarts import RestartPolicy, log_to_stderr, respawn, schedule_restart
+from voxqueue.up.running import remove_running, write_running
+
+#: Longest sleep of ``Supervisor.watch`` with nothing happening (a death wakes it at once).
+IDLE_WATCH_S = 5.0
+
+
+@contextlib.contextmanager
+def _woken_by_signals() -> Iterator[int | None]:
+    """A descriptor that becomes readable when a signal arrives (``signal.set_wakeup_fd``),
+    SIGCHLD among them, for as long as the block runs; None off the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    os.set_blocking(write, False)
+    old_fd = signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    old_handler = signal.signal(signal.SIGCHLD, lambda *_: None)  # (a handler: wake-ups)
+    try:
+        yield read
+    finally:
+        signal.signal(signal.SIGCHLD, old_handler)
+        signal.set_wakeup_fd(old_fd)
+        os.close(read)
+        os.close(write)
 
 
 @dataclass
@@ -63,6 +93,9 @@ class Supervisor:
     """Set by ``stop_all`` (or a signal handler): no more restarts, ``watch`` returns."""
     clock: Callable[[], float] = field(default=time.monotonic)
     """What children's runs and restart delays are measured on."""
+    running_file: Path | None = None
+    """Where the running children are listed for ``voxqueue doctor`` (``voxqueue up`` sets it:
+    :mod:`voxqueue.up.running`); None: nowhere."""
 
     # -- Redis ------------------------------------------------------------------------------
     def ensure_redis(self, port: int = EMBEDDED_PORT) -> tuple[str, bool]:
@@ -89,6 +122,7 @@ class Supervisor:
         url = embedded_redis_url(port)
         self.env["VOXQUEUE_REDIS_URL"] = url
         self.settings = self.settings.replace(redis={"url": url})
+        self.record_running()
         return url, True
 
     # -- processes -------------------------------------------------------------------------
@@ -110,11 +144,11 @@ class Supervisor:
         The ``-s`` file is unused by that scheduler (kept so callers may still set it).
         """
         schedule = Path(tempfile.gettempdir()) / f"voxqueue-beat-{os.getpid()}"
-        return [sys.executable, "-m", "celery", "-A", "workers", "beat", "-l", loglevel,
+        return [sys.executable, "-m", "celery", "-A", CONTROL_APP, "beat", "-l", loglevel,
                 "-S", BEAT_SCHEDULER, "-s", str(schedule)]
 
     def flower_argv(self) -> list[str]:
-        return [sys.executable, "-m", "celery", "-A", "workers", "flower",
+        return [sys.executable, "-m", "celery", "-A", CONTROL_APP, "flower",
                 f"--port={self.settings.dashboard.flower_port}", "--address=127.0.0.1",
                 "--natural_time=False", f"--max_tasks={self.settings.dashboard.flower_max_tasks}",
                 FLOWER_NO_EVENTS_ASK]
@@ -132,6 +166,7 @@ class Supervisor:
                            inherit_output=inherit_output, log_dir=self.log_dir)
         proc.started = self.clock()
         self.procs.append(proc)
+        self.record_running()
         return proc
 
     def start_workers(self, pools: Mapping[str, tuple[str, int]] | None = None,
@@ -147,6 +182,12 @@ class Supervisor:
                 started.append(self.start(f"worker-{name}", self.worker_argv(
                     [q], name=name, pool=pool, concurrency=concurrency), **kw))
         return started
+
+    def start_shared_worker(self, **kw: Any) -> Proc:
+        """``voxqueue up``'s default worker: one process consuming every queue
+        (``SHARED_WORKER``, ``SHARED_CONCURRENCY`` threads)."""
+        return self.start(f"worker-{SHARED_WORKER}", self.worker_argv(
+            QUEUES, name=SHARED_WORKER, concurrency=SHARED_CONCURRENCY), **kw)
 
     def wait_for_workers(self, queues: Iterable[str], timeout: float = 60.0,
                          names: Iterable[str] = ()) -> None:
@@ -192,12 +233,32 @@ class Supervisor:
                 self.log(schedule_restart(proc, now, self.restart))
             elif proc.restart_at is not None and now >= proc.restart_at:
                 self.log(respawn(proc, now, self.restart, self.log_dir))
+                self.record_running()
 
-    def watch(self, interval_s: float = 0.5) -> None:
-        """Keep every child running until ``stopping`` is set."""
-        while not self.stopping:
-            self.supervise_once()
-            time.sleep(interval_s)
+    def record_running(self) -> None:
+        """List the children and their pids in ``running_file``, if set."""
+        if self.running_file is not None and not self.stopping:
+            write_running(self.running_file, os.getpid(),
+                          [(p.name, p.popen.pid) for p in self.children()])
+
+    def watch(self, interval_s: float = 0.5, idle_s: float = IDLE_WATCH_S) -> None:
+        """Keep every child running until ``stopping`` is set.
+
+        From the main thread it sleeps until a child exits or a signal arrives (SIGCHLD, and
+        the Ctrl-C that sets ``stopping``, wake it), a restart is due, or ``idle_s`` passed: an
+        idle machine does not wake it twice a second. Elsewhere it looks every ``interval_s``.
+        """
+        with _woken_by_signals() as wakeup:
+            while not self.stopping:
+                self.supervise_once()
+                if wakeup is None:
+                    time.sleep(interval_s)
+                    continue
+                due = [p.restart_at for p in self.children() if p.restart_at is not None]
+                wait = min([idle_s, *(at - self.clock() for at in due)])
+                if not self.stopping and select.select([wakeup], [], [], max(0.0, wait))[0]:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(wakeup, 512)
 
     # -- stopping ---------------------------------------------------------------------------
     def stop(self, proc: Proc, timeout: float = 15.0) -> None:
@@ -216,6 +277,8 @@ class Supervisor:
         """Stop every child (SIGTERM to its process group, SIGKILL after ``timeout``), the
         embedded Redis last; nothing is restarted from now on."""
         self.stopping = True
+        if self.running_file is not None:
+            remove_running(self.running_file)
         terminate(self.procs, timeout)
         self.procs.clear()
         if self.embedded is not None:

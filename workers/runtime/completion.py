@@ -10,7 +10,7 @@ an attempt that died half way is completed by the next one.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from voxqueue.contracts import TurnEvent, TurnSpec
@@ -129,11 +129,14 @@ def close(rt: Runtime, spec: TurnSpec, end_status: str = "ok") -> None:
 
 
 def sentence_done(rt: Runtime, spec: TurnSpec, seq: int, *, fence: Fence | None = None,
-                  job_done: str | None = None, event: TurnEvent | None = None) -> bool:
+                  job_done: str | None = None, event: TurnEvent | None = None,
+                  before_finish: Callable[[], None] | None = None) -> bool:
     """Sentence ``seq`` is spoken (or will never be): end the turn if it was the last. With a
     ``fence``, only while that attempt is still the job's newest (False, nothing written,
     otherwise); ``job_done``, the job's done marker, is set in the same step, and ``event``
-    (``tts-end``) appended just before, unless the turn has ended."""
+    (``tts-end``) appended just before, unless the turn has ended. ``before_finish`` runs
+    between that step and the turn's end (a crash point): a copy of the job delivered after a
+    death there finds it done and ends the turn (:func:`finish_if_spoken`)."""
     keys = [rt.keys.turn(spec.turn_id), rt.keys.tts_done(spec.turn_id),
             fence.key if fence else "", job_done or ""]
     args: list[Any] = [seq, rt.settings.turns.ttl_s, fence.attempt if fence else 0]
@@ -143,8 +146,22 @@ def sentence_done(rt: Runtime, spec: TurnSpec, seq: int, *, fence: Fence | None 
     total, done, status = rt.script(_DONE)(keys=keys, args=args)
     if int(total) == -2:
         return False
+    if before_finish is not None and 0 <= int(total) <= int(done):
+        before_finish()
     _finish_if_complete(rt, spec, int(total), int(done), status)
     return True
+
+
+def finish_if_spoken(rt: Runtime, spec: TurnSpec) -> None:
+    """End the turn if every sentence is done and none will come: what the last sentence's
+    job does after its done step, done again by a later copy of a job found done, in case the
+    process died between the two."""
+    pipe = rt.redis.pipeline(transaction=False)
+    pipe.hget(rt.keys.turn(spec.turn_id), "tts_total")
+    pipe.scard(rt.keys.tts_done(spec.turn_id))
+    pipe.hget(rt.keys.turn(spec.turn_id), "tts_status")
+    total, done, status = pipe.execute()
+    _finish_if_complete(rt, spec, int(total) if total is not None else -1, int(done), status)
 
 
 def _finish_if_complete(rt: Runtime, spec: TurnSpec, total: int, done: int, status: Any) -> None:

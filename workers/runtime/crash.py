@@ -33,7 +33,8 @@ POINTS: dict[str, tuple[str, ...]] = {
               "agent.after-close"),
     "tools": ("tools.after-claim", "tools.after-effect-claim", "tools.after-run",
               "tools.after-record", "tools.after-join"),
-    "tts": ("tts.after-claim", "tts.mid-stream", "tts.after-stream", "tts.after-done"),
+    "tts": ("tts.after-claim", "tts.mid-stream", "tts.after-stream", "tts.before-finish",
+            "tts.after-done"),
 }
 ALL_POINTS = frozenset(p for points in POINTS.values() for p in points)
 

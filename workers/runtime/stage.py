@@ -20,6 +20,7 @@ from voxqueue.contracts.jobs import _Job
 from voxqueue.once import Fence, Fenced, Once, deliver_in
 from voxqueue.redis_conn import durable
 from voxqueue.turns import STREAM_MAXLEN
+from workers.runtime import completion
 from workers.runtime.crash import crash_point
 from workers.runtime.resources import Runtime
 from workers.runtime.trust import spec_problem
@@ -207,6 +208,8 @@ def begin(task: Task, job: _Job, queue: str, *, sentence: int | None = None) -> 
     structlog.contextvars.bind_contextvars(session_id=spec.session_id, device=spec.device)
     if done:
         stage.log.info("job already done; skipping this copy")
+        if sentence is not None:  # its process may have died before ending the turn
+            completion.finish_if_spoken(rt, spec)
         return None
     if (problem := spec_problem(spec, rt.settings, k)) is not None:
         stage.log.error("turn refused", problem=problem)

@@ -38,7 +38,8 @@ def speak(self: Task, job: dict[str, Any]) -> None:
         # delivery superseded leaves all to the newer one).
         if completion.sentence_done(stage.rt, stage.spec, tjob.seq, fence=stage.fence,
                                     job_done=stage.rt.keys.job_done(stage.task_id)
-                                    if stage.task_id else None, event=end):
+                                    if stage.task_id else None, event=end,
+                                    before_finish=lambda: stage.crash_point("tts.before-finish")):
             stage.crash_point("tts.after-done")
 
 
