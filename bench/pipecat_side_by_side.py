@@ -4,8 +4,9 @@
         [--concurrency 20] [--quick]
 
 Both run against one fake OpenAI/ElevenLabs server (a process of its own, the profile below):
-voxqueue as ``voxqueue up`` runs it (a private Redis, the default pools and processes, cloud
-providers pointed at the fake), asked typed questions through its client; Pipecat, a single
+voxqueue as the deployments and ``voxqueue up --processes per-queue`` run it (a private Redis,
+the default pools, two agent and three TTS processes, cloud providers pointed at the fake),
+asked typed questions through its client; Pipecat, a single
 process voice pipeline (OpenAI LLM service → ElevenLabs HTTP TTS service, a pipeline per
 session), in a virtualenv of its own that the bench makes on first use (``PIPECAT_VENV``,
 ``pip install`` of ``PIPECAT_REQUIREMENT``; it needs the network once) and drives through
