@@ -1,6 +1,7 @@
 """The browser device (``voxqueue/gateway/page/``) in a real headless Chromium with a fake
-microphone playing a recording, against ``voxqueue gateway`` in front of workers with the
-offline engines (pocketsphinx, local intents, Piper): paired by its link, one press of Talk
+microphone playing a recording, against ``voxqueue gateway`` in front of ``voxqueue up`` as it
+runs with no keys (its default layout and offline engines: Whisper where installed, else
+pocketsphinx; the local intents; Piper): paired by its link, one press of Talk
 brings the spoken question's answer onto the page and its audio into the page's player; a
 typed question; a timer's announcement shown and spoken; a revoked token's clear message; the
 page works under its Content-Security-Policy. The page's modules (the speaking order ported
@@ -14,10 +15,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import wave
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -29,8 +32,12 @@ from websockets.typing import Subprotocol
 
 from testkit.browser import Browser, chromium
 from testkit.clock import wait_until
-from tests.conftest import ROOT, SPEECH, RedisServer, System, system_env
+from tests.conftest import ROOT, SPEECH, RedisServer, system_env
 from tests.integration.test_gateway import VOXQUEUE, Gateway, running_gateway
+from voxqueue.client.direct import Client
+from voxqueue.settings import QUEUES, RedisSettings, Settings
+from voxqueue.up.process_table import SHARED_WORKER
+from voxqueue.up.supervisor import Supervisor
 
 pytestmark = pytest.mark.integration
 
@@ -50,20 +57,51 @@ def binary() -> str:
     return found
 
 
+class Up:
+    """``voxqueue up`` as a user runs it with no keys (its default layout: one worker process
+    for every queue, beat and the exporter on its threads; the offline engines)."""
+
+    def __init__(self, env: dict[str, str], log: Path) -> None:
+        self.env, self.log = env, log
+        self.settings = Settings(redis=RedisSettings(url=env["VOXQUEUE_REDIS_URL"]))
+        with log.open("wb") as out:
+            self.proc = subprocess.Popen([*VOXQUEUE, "up", "--no-flower"], env=env, cwd=ROOT,
+                                         stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+        self._client: Client | None = None
+
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self.settings)
+        return self._client
+
+    def stop(self) -> None:
+        if self._client is not None:
+            self._client.close()
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
 @pytest.fixture(scope="module")
 def offline(binary: str, redis_server: RedisServer,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
     url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
     redis.Redis.from_url(url).flushdb()
-    env = system_env(url, None, VOXQUEUE_STT="pocketsphinx")
-    system = System(env, tmp_path_factory.mktemp("browser-logs"), beat=False)
-    system.start(queues=("stt", "agent", "tools", "tts"))
-    yield system
-    system.stop()
+    system = Up(system_env(url, None), tmp_path_factory.mktemp("browser-up") / "up.log")
+    try:
+        Supervisor(system.settings).wait_for_workers(QUEUES, timeout=120, names=[SHARED_WORKER])
+        yield system
+    finally:
+        system.stop()
 
 
 @pytest.fixture(scope="module")
-def gateway(offline: System, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+def gateway(offline: Up, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     with running_gateway(offline, tmp_path_factory.mktemp("browser-gateway")) as running:
         yield running
 
