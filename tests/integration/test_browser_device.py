@@ -481,3 +481,48 @@ def test_over_tls_the_page_may_listen_and_its_socket_is_wss_to_itself(browser, o
     assert opened == [f"wss://127.0.0.1:{port}/v1/turns/stream?rate=16000&session=tls",
                       "voxqueue.v1"]
     assert csp_violations(browser) == []
+
+
+def test_the_link_is_printed_with_its_qr_code_on_a_terminal(redis_server: RedisServer) -> None:
+    """On a terminal, ``devices add --link`` prints the pairing link and the QR code of exactly
+    that link (a phone's camera opens it); piped, the link alone."""
+    import io
+    import pty
+
+    import segno
+
+    url = redis_server.url.rsplit("/", 1)[0] + f"/{DB}"
+    env = {**system_env(url, None), "COLUMNS": "200"}
+    argv = [*VOXQUEUE, "devices", "add", "phone-qr", "--link", "--url", "https://voice.home.lan"]
+    output = bytearray()
+
+    def read(fd: int) -> bytes:
+        data = os.read(fd, 65536)
+        output.extend(data)
+        return data
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the CLI on the pty
+        os.chdir(ROOT)
+        os.execvpe(argv[0], argv, env)
+    try:
+        while True:
+            try:
+                if not read(fd):
+                    break
+            except OSError:  # the child closed the pty
+                break
+    finally:
+        os.waitpid(pid, 0)
+    printed = output.decode(errors="replace").replace("\r\n", "\n")
+    address = printed.strip().splitlines()[0].strip()
+    assert address.startswith("https://voice.home.lan/#token=vqd_"), printed
+    qr = io.StringIO()
+    segno.make(address, error="l").terminal(out=qr, compact=True)
+    rows = [row for row in qr.getvalue().splitlines() if row.strip()]
+    assert len(rows) > 10
+    assert all(row.rstrip() in printed for row in rows), printed
+    piped = subprocess.run([*argv[:5], "phone-piped", *argv[6:]], env=env, cwd=ROOT,
+                           capture_output=True, text=True, timeout=30, check=True)
+    assert piped.stdout.strip().startswith("https://voice.home.lan/#token=vqd_")
+    assert len(piped.stdout.strip().splitlines()) == 1  # no QR code into a pipe
