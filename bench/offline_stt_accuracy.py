@@ -131,8 +131,9 @@ class HeardLive:
 
 
 def engines(settings: Settings) -> dict[str, Transcriber]:
-    """The engines as the settings configure them, Whisper with the other beam size and Whisper
-    with its 30 s window only (no short first pass)."""
+    """The engines as the settings configure them, then Whisper with the other beam size, with
+    its first window not fitted to the speech (the whole short window, as before 2026-12-08),
+    and with its 30 s window only (no short first pass)."""
     from workers.stt.providers.pocketsphinx_stt import PocketsphinxTranscriber
     from workers.stt.providers.whisper_stt import WhisperTranscriber
 
@@ -142,6 +143,8 @@ def engines(settings: Settings) -> dict[str, Transcriber]:
             "whisper": WhisperTranscriber(settings),
             f"whisper, beam {other}": WhisperTranscriber(
                 settings.replace(providers={"whisper_beam_size": other})),
+            "whisper, short window not fitted": WhisperTranscriber(
+                settings.replace(providers={"whisper_fit_window": False})),
             "whisper, 30 s window only": WhisperTranscriber(
                 settings.replace(providers={"whisper_short_window_s": 0}))}
 
@@ -173,6 +176,8 @@ def accuracy(settings: Settings, only: str = "") -> dict[str, list[dict[str, Any
 E2E_SYSTEMS: dict[str, dict[str, str]] = {
     "pocketsphinx": {"VOXQUEUE_STT": "pocketsphinx"},
     "whisper": {"VOXQUEUE_STT": "whisper"},
+    "whisper, short window not fitted": {"VOXQUEUE_STT": "whisper",
+                                         "VOXQUEUE_WHISPER_FIT_WINDOW": "0"},
     "whisper, 30 s window only": {"VOXQUEUE_STT": "whisper",
                                   "VOXQUEUE_WHISPER_SHORT_WINDOW_S": "0"},
 }

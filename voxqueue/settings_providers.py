@@ -94,6 +94,11 @@ class ProviderSettings(BaseSettings):
     """A command shorter than this is first decoded in a window of this length instead of
     Whisper's 30 s (the encoder's cost is the window's, not the speech's: ~4x less for 15 s);
     an answer Whisper is not sure of is decoded again in the full window. 0 turns it off."""
+    whisper_fit_window: bool = True
+    """Before that window, try one fitted to the speech: its length and 2 s, rounded up to
+    whole seconds (a 3.5 s command: 6 s). An answer Whisper is not sure of there, or one that
+    says something twice (a close window makes Whisper repeat itself), goes on to the short
+    window, then the full one. Off: the short window first."""
 
     # -- speech streamed while it is spoken (Client.stream, the gateway's WebSocket) ----------
     stt_decode_at_pauses: Literal["auto", "on", "off"] = "auto"
@@ -103,7 +108,12 @@ class ProviderSettings(BaseSettings):
     so far at each pause. ``auto``: the latter offline only (a cloud engine bills each request);
     ``off``: decode once at the end."""
     speech_pause_s: float = Field(default=0.2, gt=0)
-    """Non-speech after speech that counts as a pause."""
+    """Non-speech after speech that counts as a pause, for an engine that hears the speech as
+    it arrives (pocketsphinx, OpenAI's Realtime session)."""
+    stt_decode_pause_s: float = Field(default=0.12, gt=0)
+    """The pause after which the words so far are decoded whole (Whisper): shorter, since the
+    decode itself takes a while, and its answer is the transcript only when nothing follows
+    (the device still waits for its own silence)."""
     speech_idle_s: float = Field(default=5.0, gt=0)
     """A streamed command with no audio for this long, and no end, was abandoned: its turn
     ends with ``audio-stream-stopped``."""
