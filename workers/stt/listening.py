@@ -6,8 +6,9 @@ frames); at each pause an offline engine decodes the words so far and the turn g
 When the command ends with no speech after the last pause, that decode is the transcript: it
 was ready before the speaker's silence ran out. A pause before a whole decode is shorter
 (``VOXQUEUE_STT_DECODE_PAUSE_S``, 0.12 s) than one for an engine that hears as the speech
-arrives (``VOXQUEUE_SPEECH_PAUSE_S``, 0.2 s): the decode's own time comes on top of it. Cloud engines, billed per request, decode once
-at the end unless ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it
+arrives (``VOXQUEUE_SPEECH_PAUSE_S``, 0.2 s): the decode's own time comes on top of it. Cloud
+engines, billed per request, decode once at the end unless
+``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it
 arrives (pocketsphinx, ``LiveTranscriber``) is fed every piece instead: at a pause its words so
 far cost nothing, and at the end only its final pass is left.
 
