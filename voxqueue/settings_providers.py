@@ -110,10 +110,11 @@ class ProviderSettings(BaseSettings):
     speech_pause_s: float = Field(default=0.2, gt=0)
     """Non-speech after speech that counts as a pause, for an engine that hears the speech as
     it arrives (pocketsphinx, OpenAI's Realtime session)."""
-    stt_decode_pause_s: float = Field(default=0.12, gt=0)
-    """The pause after which the words so far are decoded whole (Whisper): shorter, since the
-    decode itself takes a while, and its answer is the transcript only when nothing follows
-    (the device still waits for its own silence)."""
+    stt_decode_pause_s: float = Field(default=0.2, gt=0)
+    """The pause after which the words so far are decoded whole (Whisper), apart from
+    ``speech_pause_s``: a shorter one starts the decode sooner, but also decodes at more gaps
+    between words, and a decode still running when the speech ends delays the last one
+    (0.12 s was slower than 0.2 s on a busy 2-core machine: docs/benchmarks.md)."""
     speech_idle_s: float = Field(default=5.0, gt=0)
     """A streamed command with no audio for this long, and no end, was abandoned: its turn
     ends with ``audio-stream-stopped``."""

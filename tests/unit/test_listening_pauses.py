@@ -1,5 +1,5 @@
-"""Where a streamed command pauses: shorter before a whole decode (Whisper) than for an engine
-that hears the speech as it arrives."""
+"""Where a streamed command pauses: a whole decode (Whisper) and an engine that hears the speech
+as it arrives each have a pause of their own."""
 
 from __future__ import annotations
 
@@ -9,10 +9,11 @@ from voxqueue.settings import ProviderSettings
 from workers.stt.listening import FRAME_BYTES, Pauses, pause_s
 
 
-def test_a_whole_decode_comes_after_a_shorter_pause_than_a_live_engine_waits_for():
-    providers = ProviderSettings()
-    assert pause_s(providers, live=False) == providers.stt_decode_pause_s == 0.12
-    assert pause_s(providers, live=True) == providers.speech_pause_s == 0.2
+def test_a_whole_decode_and_a_live_engine_each_pause_as_set():
+    assert pause_s(ProviderSettings(), live=False) == pause_s(ProviderSettings(), live=True) == 0.2
+    providers = ProviderSettings(stt_decode_pause_s=0.12)
+    assert pause_s(providers, live=False) == 0.12
+    assert pause_s(providers, live=True) == 0.2
     speech = read_speech(SPEECH / "command_time.wav", max_bytes=10**8, max_seconds=60).data
     first = Pauses(0.2)
     first.feed(speech)

@@ -4,9 +4,9 @@ The STT job starts with the speech. As the audio arrives, pauses are found (webr
 frames); at each pause an offline engine decodes the words so far and the turn gets an
 ``stt-partial`` event (its text, and whether the local intents find a complete command in it).
 When the command ends with no speech after the last pause, that decode is the transcript: it
-was ready before the speaker's silence ran out. A pause before a whole decode is shorter
-(``VOXQUEUE_STT_DECODE_PAUSE_S``, 0.12 s) than one for an engine that hears as the speech
-arrives (``VOXQUEUE_SPEECH_PAUSE_S``, 0.2 s): the decode's own time comes on top of it. Cloud
+was ready before the speaker's silence ran out. The pause before a whole decode
+(``VOXQUEUE_STT_DECODE_PAUSE_S``) is set apart from an engine's that hears the speech as it
+arrives (``VOXQUEUE_SPEECH_PAUSE_S``); both are 0.2 s by default. Cloud
 engines, billed per request, decode once at the end unless
 ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it
 arrives (pocketsphinx, ``LiveTranscriber``) is fed every piece instead: at a pause its words so
@@ -94,8 +94,8 @@ class Pauses:
 
 
 def pause_s(providers: ProviderSettings, *, live: bool) -> float:
-    """The silence that is a pause: short before a whole decode, whose own time comes on top of
-    it; longer for an engine that hears the speech as it arrives (``live``)."""
+    """The silence that is a pause: ``stt_decode_pause_s`` before a whole decode,
+    ``speech_pause_s`` for an engine that hears the speech as it arrives (``live``)."""
     return providers.speech_pause_s if live else providers.stt_decode_pause_s
 
 
