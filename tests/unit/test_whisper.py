@@ -158,12 +158,13 @@ def test_the_first_window_fits_the_speech_in_whole_seconds_then_the_short_window
     assert window_frames(4.17, 15.0, fit=True) == [700, 1500]  # 4.17 s and 2 s, up to 7 s
     assert window_frames(3.0, 15.0, fit=True) == [500, 1500]  # already whole: no second more
     assert window_frames(0.4, 15.0, fit=True) == [300, 1500]
-    assert window_frames(12.5, 15.0, fit=True) == [1500]  # fitted would be the short window
+    assert window_frames(6.0, 15.0, fit=True) == [800, 1500]
+    assert window_frames(6.1, 15.0, fit=True) == [1500]  # longer than a command: short window
     assert window_frames(13.0, 15.0, fit=True) == [1500]
     assert window_frames(13.1, 15.0, fit=True) == []  # too long for the short window: 30 s
     assert window_frames(4.17, 15.0, fit=False) == [1500]  # not fitted: the short window
     assert window_frames(4.17, 0.0, fit=True) == []  # no short window: 30 s only
-    assert window_frames(7.5, 12.0, fit=True) == [1000, 1200]
+    assert window_frames(3.5, 5.5, fit=True) == [550]  # fitted: no shorter than the short one
 
 
 def test_an_answer_said_twice_is_not_sure():

@@ -7,11 +7,12 @@ prompt: the tools' example sentences given either way made commands worse here (
 ``bench/offline_stt_accuracy.py``; docs/benchmarks.md has the numbers).
 
 Whisper's encoder always sees a 30 s window, so a 3 s command costs what 30 s of speech costs.
-A short command is first decoded in a shorter window, greedy in temperature: the speech and two
-seconds of padding, rounded up to whole seconds (``VOXQUEUE_WHISPER_FIT_WINDOW``; off, or speech
-too long for it: ``VOXQUEUE_WHISPER_SHORT_WINDOW_S``); when that answer is not sure (its own
-compression ratio and average log probability, the signals Whisper uses for its fallback) it is
-decoded again in the full window.
+A short command is first decoded in a shorter window, greedy in temperature: for a command up
+to 6 s, the speech and two seconds of padding, rounded up to whole seconds
+(``VOXQUEUE_WHISPER_FIT_WINDOW``), then the short window (``VOXQUEUE_WHISPER_SHORT_WINDOW_S``);
+an answer that is not sure there (its own compression ratio and average log probability, the
+signals Whisper uses for its fallback; or a sentence said twice) goes on to the next window,
+the last being the full one.
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ FRAMES_PER_S = 100
 WINDOW_MARGIN_S = 2.0
 #: Padding after the speech in a window fitted to it (Whisper was trained on padded windows).
 FIT_MARGIN_S = 2.0
+#: Only a command this short gets a fitted window (every recorded command is under 6 s; a 7 s
+#: sentence in the echo room lost a word in one).
+FIT_UP_TO_S = 6.0
 #: This many words said again, in the same order, is a repetition, not speech.
 REPEAT_WORDS = 4
 #: A short-window answer is kept when every segment repeats itself less than this (gzip
@@ -73,13 +77,13 @@ def repeated(text: str) -> bool:
 
 def window_frames(audio_s: float, short_window_s: float, fit: bool) -> list[int]:
     """The encoder's windows (mel frames) to try, in turn, before the full 30 s, for
-    ``audio_s`` of speech: one fitted to it (``fit``: the speech and ``FIT_MARGIN_S``, up to
-    whole seconds), then the short window; none when the speech is too long for that."""
+    ``audio_s`` of speech: one fitted to a command (``fit``: the speech and ``FIT_MARGIN_S``,
+    up to whole seconds), then the short window; none when the speech is too long for that."""
     if short_window_s <= 0 or audio_s > short_window_s - WINDOW_MARGIN_S:
         return []
     short = int(short_window_s * FRAMES_PER_S)
     fitted = math.ceil(audio_s + FIT_MARGIN_S) * FRAMES_PER_S
-    return [fitted, short] if fit and fitted < short else [short]
+    return [fitted, short] if fit and audio_s <= FIT_UP_TO_S and fitted < short else [short]
 
 
 def _windowed_model(source: str, threads: int) -> Any:
