@@ -86,8 +86,8 @@ class ProviderSettings(BaseSettings):
     whisper_threads: int = 2
     """CPU threads per Whisper model (one model per STT worker process)."""
     whisper_beam_size: int = 5
-    """Beam size of the decoder: 5 got more commands right than greedy (1) at the same speed
-    here, since the encoder's fixed 30 s window dominates a short command."""
+    """Beam size of the decoder: 5 got more commands right than greedy (1) on the recorded
+    commands (docs/benchmarks.md), for little more time."""
     whisper_language: str = "en"
     """Language of the speech (empty: detected per utterance, slower)."""
     whisper_short_window_s: float = 15.0
@@ -95,10 +95,10 @@ class ProviderSettings(BaseSettings):
     Whisper's 30 s (the encoder's cost is the window's, not the speech's: ~4x less for 15 s);
     an answer Whisper is not sure of is decoded again in the full window. 0 turns it off."""
     whisper_fit_window: bool = True
-    """Before that window, try one fitted to the speech: its length and 2 s, rounded up to
-    whole seconds (a 3.5 s command: 6 s). An answer Whisper is not sure of there, or one that
-    says something twice (a close window makes Whisper repeat itself), goes on to the short
-    window, then the full one. Off: the short window first."""
+    """Before that window, try one fitted to a command of up to 6 s: its length and 2 s,
+    rounded up to whole seconds (a 3.5 s command: 6 s). An answer Whisper is not sure of there,
+    or one that says something twice (a close window makes Whisper repeat itself), goes on to
+    the short window, then the full one. Off: the short window first."""
 
     # -- speech streamed while it is spoken (Client.stream, the gateway's WebSocket) ----------
     stt_decode_at_pauses: Literal["auto", "on", "off"] = "auto"
