@@ -87,7 +87,7 @@ class ProviderSettings(BaseSettings):
     """CPU threads per Whisper model (one model per STT worker process)."""
     whisper_beam_size: int = 5
     """Beam size of the decoder: 5 got more commands right than greedy (1) on the recorded
-    commands (docs/benchmarks.md), for little more time."""
+    commands (docs/benchmarks.md)."""
     whisper_language: str = "en"
     """Language of the speech (empty: detected per utterance, slower)."""
     whisper_short_window_s: float = 15.0
