@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 
-import redis
 from wyoming.info import (
     AsrModel,
     AsrProgram,
@@ -17,8 +15,6 @@ from wyoming.info import (
     TtsVoice,
 )
 
-from voxqueue.keys import Keys
-from voxqueue.redis_conn import connect
 from voxqueue.settings import Settings
 
 VOXQUEUE = Attribution(name="voxqueue", url="https://github.com/voxqueue/voxqueue")
@@ -35,41 +31,6 @@ MADE_BY = {
     "elevenlabs": Attribution(name="ElevenLabs", url="https://elevenlabs.io"),
     "local": VOXQUEUE,
 }
-
-
-#: How long ``describe`` waits for the providers the workers recorded before it answers from the
-#: settings: Home Assistant waits 1 s for the answer (and gives up after three tries), so a
-#: Redis that is down or slow must not hold it up (a patient client retries for ~8 s).
-PROVIDERS_WAIT_S = 0.5
-
-
-class ProvidersInService:
-    """The providers the workers recorded in Redis, read with one short try (no retry)."""
-
-    def __init__(self, settings: Settings) -> None:
-        self.redis = connect(settings, patient=False, socket_timeout=PROVIDERS_WAIT_S,
-                             socket_connect_timeout=PROVIDERS_WAIT_S)
-        self.key = Keys(settings.redis.key_prefix).providers_in_service()
-
-    def read(self) -> dict[str, str]:
-        """Stage -> provider; empty when Redis cannot say."""
-        try:
-            found = self.redis.hgetall(self.key)
-        except redis.RedisError:
-            return {}
-        return {_text(k): _text(v) for k, v in found.items()}
-
-    async def get(self) -> dict[str, str]:
-        """:meth:`read` within :data:`PROVIDERS_WAIT_S` (a sentinel that does not answer
-        takes longer), else empty."""
-        try:
-            return await asyncio.wait_for(asyncio.to_thread(self.read), PROVIDERS_WAIT_S)
-        except TimeoutError:
-            return {}
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 def stt_languages(settings: Settings, provider: str) -> list[str]:

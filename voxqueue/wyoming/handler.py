@@ -12,6 +12,7 @@ import contextlib
 from collections.abc import Coroutine, Sequence
 from typing import Any
 
+import redis
 import structlog
 from wyoming.asr import Transcribe, Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -26,7 +27,7 @@ from voxqueue.client.direct import Client, InputError, SpeechStream, Turn, Unava
 from voxqueue.observability.redaction import redact_text
 from voxqueue.settings import Settings
 from voxqueue.wyoming.audio_in import AudioIn, AudioTooLarge
-from voxqueue.wyoming.describe import ProvidersInService, describe
+from voxqueue.wyoming.describe import describe
 from voxqueue.wyoming.guard import (
     CappedReader,
     EventTooLarge,
@@ -47,10 +48,9 @@ class WyomingHandler(AsyncEventHandler):
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *,
                  client: Client, settings: Settings, allow: Sequence[Network],
-                 policy: WyomingPolicy, rate: PeerRate, providers: ProvidersInService) -> None:
+                 policy: WyomingPolicy, rate: PeerRate) -> None:
         super().__init__(reader, writer)
         self.client = client
-        self.providers = providers  # shared by the server's connections, as ``rate``
         self.settings = settings
         self.allow = allow
         self.policy = policy
@@ -123,7 +123,7 @@ class WyomingHandler(AsyncEventHandler):
     # -- events ---------------------------------------------------------------------------
     async def handle_event(self, event: Event) -> bool:
         if Describe.is_type(event.type):
-            in_service = await self.providers.get()
+            in_service = await asyncio.to_thread(self._providers_in_service)
             await self.write_event(describe(self.settings, in_service).event())
         elif Ping.is_type(event.type):
             await self.write_event(Pong(text=Ping.from_event(event).text).event())
@@ -174,6 +174,14 @@ class WyomingHandler(AsyncEventHandler):
         return True
 
     # -- requests ---------------------------------------------------------------------------
+    def _providers_in_service(self) -> dict[str, str]:
+        """The providers the workers reported; empty when Redis cannot say."""
+        try:
+            found = self.client.redis.hgetall(self.client.keys.providers_in_service())
+        except redis.RedisError:
+            return {}
+        return {_text(k): _text(v) for k, v in found.items()}
+
     async def _open_audio(self, start: AudioStart) -> None:
         """The utterance's turn starts now: its STT job reads the audio as it arrives."""
         self.rate.hit(self.peer)
@@ -233,3 +241,7 @@ class WyomingHandler(AsyncEventHandler):
             await self.write_event(Error(text=text, code=code).event())
         if end:
             await self.stop()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value

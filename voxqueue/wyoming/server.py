@@ -13,7 +13,6 @@ from wyoming.server import AsyncServer, AsyncTcpServer
 
 from voxqueue.client.direct import Client
 from voxqueue.settings import Settings
-from voxqueue.wyoming.describe import ProvidersInService
 from voxqueue.wyoming.guard import PeerRate, WyomingPolicy, networks
 from voxqueue.wyoming.handler import WyomingHandler
 
@@ -33,7 +32,7 @@ async def start(settings: Settings, client: Client,
     loop.set_default_executor(ThreadPoolExecutor(WAITING_THREADS, "wyoming-wait"))
     server = AsyncServer.from_uri(settings.wyoming.uri)
     await server.start(partial(WyomingHandler, client=client, settings=settings, allow=allow,
-                               policy=policy, rate=rate, providers=ProvidersInService(settings)))
+                               policy=policy, rate=rate))
     log.info("wyoming server listening", uri=settings.wyoming.uri, allow=settings.wyoming.allow,
              device=policy.device, side_effects=policy.tools or "none")
     return server
