@@ -234,7 +234,12 @@ def test_the_short_window_can_be_turned_off():
     whole = WhisperTranscriber(settings(whisper_short_window_s=0))
     windows: list[int] = []
     encode = whole.model.encode
-    whole.model.encode = lambda f: windows.append(f.shape[-1]) or encode(f)
+
+    def spy(features):
+        windows.append(features.shape[-1])
+        return encode(features)
+
+    whole.model.encode = spy
     assert whole.transcribe(pcm("command_multiply.wav"),
                             deadline=time.time() + 60).text == "What is 12 times 13?"
     assert windows == [3000]
