@@ -35,6 +35,10 @@ COMMANDS = {
 }
 SYSTEMS = {
     "offline, whisper": {"offline": True, "env": {"VOXQUEUE_STT": "whisper"}},
+    "offline, whisper, 0.12 s pause": {
+        "offline": True, "env": {"VOXQUEUE_STT": "whisper", "VOXQUEUE_STT_DECODE_PAUSE_S": "0.12"}},
+    "offline, whisper, before 2026-12-08 (15 s window)": {
+        "offline": True, "env": {"VOXQUEUE_STT": "whisper", "VOXQUEUE_WHISPER_FIT_WINDOW": "0"}},
     "offline, pocketsphinx": {"offline": True, "env": {"VOXQUEUE_STT": "pocketsphinx"}},
     "cloud (fake), Realtime session": {"offline": False, "env": {}},
     "cloud (fake), upload at the end": {"offline": False,

@@ -86,14 +86,19 @@ class ProviderSettings(BaseSettings):
     whisper_threads: int = 2
     """CPU threads per Whisper model (one model per STT worker process)."""
     whisper_beam_size: int = 5
-    """Beam size of the decoder: 5 got more commands right than greedy (1) at the same speed
-    here, since the encoder's fixed 30 s window dominates a short command."""
+    """Beam size of the decoder: 5 got more commands right than greedy (1) on the recorded
+    commands (docs/benchmarks.md)."""
     whisper_language: str = "en"
     """Language of the speech (empty: detected per utterance, slower)."""
     whisper_short_window_s: float = 15.0
     """A command shorter than this is first decoded in a window of this length instead of
     Whisper's 30 s (the encoder's cost is the window's, not the speech's: ~4x less for 15 s);
     an answer Whisper is not sure of is decoded again in the full window. 0 turns it off."""
+    whisper_fit_window: bool = True
+    """Before that window, try one fitted to a command of up to 6 s: its length and 2 s,
+    rounded up to whole seconds (a 3.5 s command: 6 s). An answer Whisper is not sure of there,
+    or one that says something twice (a close window makes Whisper repeat itself), goes on to
+    the short window, then the full one. Off: the short window first."""
 
     # -- speech streamed while it is spoken (Client.stream, the gateway's WebSocket) ----------
     stt_decode_at_pauses: Literal["auto", "on", "off"] = "auto"
@@ -103,7 +108,13 @@ class ProviderSettings(BaseSettings):
     so far at each pause. ``auto``: the latter offline only (a cloud engine bills each request);
     ``off``: decode once at the end."""
     speech_pause_s: float = Field(default=0.2, gt=0)
-    """Non-speech after speech that counts as a pause."""
+    """Non-speech after speech that counts as a pause, for an engine that hears the speech as
+    it arrives (pocketsphinx, OpenAI's Realtime session)."""
+    stt_decode_pause_s: float = Field(default=0.2, gt=0)
+    """The pause after which the words so far are decoded whole (Whisper), apart from
+    ``speech_pause_s``: a shorter one starts the decode sooner, but also decodes at more gaps
+    between words, and a decode still running when the speech ends delays the last one
+    (0.12 s was slower than 0.2 s on a busy 2-core machine: docs/benchmarks.md)."""
     speech_idle_s: float = Field(default=5.0, gt=0)
     """A streamed command with no audio for this long, and no end, was abandoned: its turn
     ends with ``audio-stream-stopped``."""

@@ -199,6 +199,8 @@ ADDED: dict[str, str] = {
     "VOXQUEUE_REDIS_SENTINEL_PASSWORD": "redis.sentinel_password",
     "VOXQUEUE_REDIS_WAIT_REPLICAS": "redis.wait_replicas",
     "VOXQUEUE_REDIS_WAIT_MS": "redis.wait_ms",
+    "VOXQUEUE_STT_DECODE_PAUSE_S": "providers.stt_decode_pause_s",
+    "VOXQUEUE_WHISPER_FIT_WINDOW": "providers.whisper_fit_window",
 }
 NAMES = BEFORE | ADDED
 

@@ -152,17 +152,71 @@ def encoded(whisper, monkeypatch) -> list[int]:
     return windows
 
 
+def test_the_first_window_fits_the_speech_in_whole_seconds_then_the_short_window():
+    from workers.stt.providers.whisper_stt import window_frames
+
+    assert window_frames(4.17, 15.0, fit=True) == [700, 1500]  # 4.17 s and 2 s, up to 7 s
+    assert window_frames(3.0, 15.0, fit=True) == [500, 1500]  # already whole: no second more
+    assert window_frames(0.4, 15.0, fit=True) == [300, 1500]
+    assert window_frames(6.0, 15.0, fit=True) == [800, 1500]
+    assert window_frames(6.1, 15.0, fit=True) == [1500]  # longer than a command: short window
+    assert window_frames(13.0, 15.0, fit=True) == [1500]
+    assert window_frames(13.1, 15.0, fit=True) == []  # too long for the short window: 30 s
+    assert window_frames(4.17, 15.0, fit=False) == [1500]  # not fitted: the short window
+    assert window_frames(4.17, 0.0, fit=True) == []  # no short window: 30 s only
+    assert window_frames(3.5, 5.5, fit=True) == [550]  # fitted: no shorter than the short one
+
+
+def test_an_answer_said_twice_is_not_sure():
+    from workers.stt.providers.whisper_stt import repeated, sure
+
+    assert repeated("What's the time? What's the time?")  # a short sentence, twice
+    assert repeated("convert 10 miles to kilometers convert 10 miles to kilometers")
+    assert not repeated("What's the time?")
+    assert not repeated("Set a timer for 5 minutes and a timer for 10 minutes.")
+    assert not repeated("Is it raining? Is it cold?")
+    assert not sure([segment("Set a timer for 30 seconds. Set a timer for 30 seconds.")])
+    assert not sure([segment("What's the time?"), segment("What's the time?")])
+
+
 @whisper_here
-def test_a_short_command_is_heard_in_the_short_window_once(whisper, encoded):
+def test_a_short_command_is_heard_once_in_a_window_fitted_to_it(whisper, encoded):
     said = whisper.transcribe(pcm("command_multiply.wav"), deadline=time.time() + 60).text
     assert said == "What is 12 times 13?"
-    assert encoded == [1500]
+    assert encoded == [700]  # 4.17 s of speech and 2 s, up to whole seconds
+
+
+@whisper_here
+def test_the_window_fitted_to_the_speech_can_be_turned_off():
+    from workers.stt.providers.whisper_stt import WhisperTranscriber
+
+    fixed = WhisperTranscriber(settings(whisper_fit_window=False))
+    windows: list[int] = []
+    encode = fixed.model.encode
+
+    def spy(features):
+        out = encode(features)
+        windows.append(out.shape[1] * 2)  # as the model ran it (the encoder halves the frames)
+        return out
+
+    fixed.model.encode = spy
+    assert fixed.transcribe(pcm("command_multiply.wav"),
+                            deadline=time.time() + 60).text == "What is 12 times 13?"
+    assert windows == [1500]
+
+
+@whisper_here
+def test_an_answer_said_twice_in_the_fitted_window_is_decoded_again_in_the_short_one(
+        whisper, encoded):
+    said = whisper.transcribe(pcm("heldout/the_time_quiet.wav"), deadline=time.time() + 60)
+    assert encoded == [500, 1500]  # 2.1 s of speech: "What's the time? What's the time?"
+    assert said.text == "What's the time?"
 
 
 @whisper_here
 def test_an_unsure_short_window_answer_is_decoded_again_in_the_full_window(whisper, encoded):
     said = whisper.transcribe(pcm("heldout/coin_reverberant.wav"), deadline=time.time() + 60)
-    assert encoded[0] == 1500 and encoded[-1] == 3000  # the short window looped
+    assert encoded == [500, 1500, 3000]  # 2.3 s of speech: fitted, short, both looped
     assert said.text.lower().count("flip") == 1
 
 
@@ -180,7 +234,12 @@ def test_the_short_window_can_be_turned_off():
     whole = WhisperTranscriber(settings(whisper_short_window_s=0))
     windows: list[int] = []
     encode = whole.model.encode
-    whole.model.encode = lambda f: windows.append(f.shape[-1]) or encode(f)
+
+    def spy(features):
+        windows.append(features.shape[-1])
+        return encode(features)
+
+    whole.model.encode = spy
     assert whole.transcribe(pcm("command_multiply.wav"),
                             deadline=time.time() + 60).text == "What is 12 times 13?"
     assert windows == [3000]

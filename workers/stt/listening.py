@@ -4,8 +4,11 @@ The STT job starts with the speech. As the audio arrives, pauses are found (webr
 frames); at each pause an offline engine decodes the words so far and the turn gets an
 ``stt-partial`` event (its text, and whether the local intents find a complete command in it).
 When the command ends with no speech after the last pause, that decode is the transcript: it
-was ready before the speaker's silence ran out. Cloud engines, billed per request, decode once
-at the end unless ``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it
+was ready before the speaker's silence ran out. The pause before a whole decode
+(``VOXQUEUE_STT_DECODE_PAUSE_S``) is set apart from an engine's that hears the speech as it
+arrives (``VOXQUEUE_SPEECH_PAUSE_S``); both are 0.2 s by default. Cloud
+engines, billed per request, decode once at the end unless
+``VOXQUEUE_STT_DECODE_AT_PAUSES=on``. An engine that recognizes speech as it
 arrives (pocketsphinx, ``LiveTranscriber``) is fed every piece instead: at a pause its words so
 far cost nothing, and at the end only its final pass is left.
 
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from voxqueue.audio import SAMPLE_RATE
 from voxqueue.client import direct
 from voxqueue.contracts import ErrorCode
+from voxqueue.settings import ProviderSettings
 from workers.runtime.stage import Stage
 from workers.stt.providers.base import Hearing, LiveTranscriber, Transcriber, Transcript
 
@@ -89,6 +93,12 @@ class Pauses:
         return found
 
 
+def pause_s(providers: ProviderSettings, *, live: bool) -> float:
+    """The silence that is a pause: ``stt_decode_pause_s`` before a whole decode,
+    ``speech_pause_s`` for an engine that hears the speech as it arrives (``live``)."""
+    return providers.speech_pause_s if live else providers.stt_decode_pause_s
+
+
 def listen(stage: Stage, transcriber: Transcriber, *, live: bool, decode_at_pauses: bool,
            complete: Callable[[str], bool], unfinished: Callable[[str], bool]) -> Heard:
     """Read the turn's audio to its end, recognizing it meanwhile when asked: ``live``, an
@@ -110,7 +120,8 @@ def _listen(stage: Stage, transcriber: Transcriber, hearing: Hearing | None,
     rt, spec = stage.rt, stage.spec
     assert spec.audio_key is not None
     settings = rt.settings
-    pauses = Pauses(settings.providers.speech_pause_s) if decode_at_pauses else None
+    pauses = Pauses(pause_s(settings.providers, live=hearing is not None)) \
+        if decode_at_pauses else None
     pcm = bytearray()
     held = bytearray()  # audio not yet given to ``hearing``
     ready: tuple[int, Transcript] | None = None
