@@ -193,7 +193,8 @@ BEFORE: dict[str, str] = {
     "VOXQUEUE_WYOMING_URI": "wyoming.uri",
 }
 
-#: Variables added since the split, with where each lands (Redis Sentinel, #46).
+#: Variables added since the split, with where each lands (Redis Sentinel, #46; Whisper's
+#: window and pause, #48; the browser page's address, #47).
 ADDED: dict[str, str] = {
     "VOXQUEUE_REDIS_MASTER": "redis.master",
     "VOXQUEUE_REDIS_SENTINEL_PASSWORD": "redis.sentinel_password",
@@ -201,6 +202,7 @@ ADDED: dict[str, str] = {
     "VOXQUEUE_REDIS_WAIT_MS": "redis.wait_ms",
     "VOXQUEUE_STT_DECODE_PAUSE_S": "providers.stt_decode_pause_s",
     "VOXQUEUE_WHISPER_FIT_WINDOW": "providers.whisper_fit_window",
+    "VOXQUEUE_GATEWAY_PUBLIC_URL": "gateway.public_url",
 }
 NAMES = BEFORE | ADDED
 
