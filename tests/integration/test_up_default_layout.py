@@ -4,6 +4,7 @@ the memory of each process, and Ctrl-C releases the lock and forgets the process
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -49,7 +50,10 @@ def up(fake_providers: object, tmp_path_factory: pytest.TempPathFactory) -> Iter
     server = RedisServer()
     server.start()
     metrics_port = free_port()
-    env = system_env(server.url, fake_providers, VOXQUEUE_METRICS_PORT=str(metrics_port))
+    env = system_env(server.url, fake_providers, VOXQUEUE_METRICS_PORT=str(metrics_port),
+                     VOXQUEUE_MONITOR_MIN_EVERY_S="1", VOXQUEUE_MONITORS=json.dumps([
+                         {"name": "tts-backlog", "kind": "queue_depth", "target": "tts",
+                          "condition": "> 1000", "every": 1}]))
     log = tmp_path_factory.mktemp("up") / "up.log"
     with log.open("wb") as out:
         proc = subprocess.Popen([*VOXQUEUE, "up", "--no-flower"], env=env, cwd=ROOT, stdout=out,
@@ -75,6 +79,16 @@ def test_one_process_answers_a_turn_and_beat_runs_in_up(up, fake):
     port = up.env["VOXQUEUE_METRICS_PORT"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
         assert b"voxqueue_queue_depth" in answer.read()  # the exporter, a thread of up
+
+
+def test_the_settings_monitors_run_from_beat_on_its_thread(up):
+    """Beat on ``up``'s light app syncs the settings' monitors when it starts (the hook lives
+    with the monitors, not in the workers' app), and the one worker process checks them."""
+    r = redis.Redis.from_url(up.settings.redis.url)
+    key = Keys(up.settings.redis.key_prefix).monitor_state("tts-backlog")  # an operator's
+    wait_for(lambda: int(r.hget(key, "checks") or 0) >= 2, 60,
+             "the settings' monitor to be checked twice")
+    assert r.hget(key, "state") == b"ok"
 
 
 def test_doctor_shows_the_memory_of_each_process(up):

@@ -48,10 +48,10 @@ class InProcess:
 
     def start_beat(self) -> None:
         """celery beat with redbeat (its schedule and lock in Redis: one beat at a time
-        across machines), on the Celery app of ``workers.housekeeping.control_app``."""
+        across machines), on the Celery app of ``workers.control_app``."""
         from celery.beat import Service
 
-        from workers.housekeeping.control_app import app
+        from workers.control_app import app
 
         def run() -> None:
             self.beat = Service(app, scheduler_cls=BEAT_SCHEDULER)

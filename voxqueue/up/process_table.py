@@ -54,7 +54,7 @@ BEAT_SCHEDULER = "workers.housekeeping.beat_scheduler:ResilientScheduler"
 
 #: The Celery app beat and Flower run with under ``voxqueue up``: the settings, none of the
 #: task modules and providers (``workers.app``'s).
-CONTROL_APP = "workers.housekeeping.control_app"
+CONTROL_APP = "workers.control_app"
 
 
 def default_processes(settings: Settings) -> dict[str, int]:

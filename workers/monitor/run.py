@@ -1,26 +1,18 @@
-"""The ``monitor`` queue's check task, and the monitors of the settings, synced at beat start."""
+"""The ``monitor`` queue's check task. (The monitors of the settings are synced at beat start
+by :mod:`workers.monitor.beat_start`, imported here so that the workers' app has it too.)"""
 
 from __future__ import annotations
 
-from typing import Any
-
 import structlog
-from celery import Celery, Task
-from celery.signals import beat_init
+from celery import Task
 
 from voxqueue.celery_config import TIME_LIMITS
-from voxqueue.settings import Settings
 from workers.app import app
 from workers.monitor import checks
 from workers.monitor.alerts import Alerter
-from workers.monitor.monitors import Monitor, MonitorStore, settings_monitors
-from workers.monitor.schedule import (
-    RUN_CHECK,
-    is_scheduled,
-    schedule_monitor,
-    unschedule_monitor,
-)
-from workers.runtime.resources import Runtime
+from workers.monitor.beat_start import monitors_from_settings, sync_monitors
+from workers.monitor.monitors import MonitorStore
+from workers.monitor.schedule import RUN_CHECK, unschedule_monitor
 from workers.runtime.stage import runtime_of
 
 log = structlog.get_logger("voxqueue.monitor")
@@ -41,49 +33,4 @@ def run_check(self: Task, name: str) -> str:
     return result.state
 
 
-def monitors_from_settings(settings: Settings) -> list[Monitor]:
-    """The valid monitors of ``VOXQUEUE_MONITORS`` (invalid ones are logged and skipped)."""
-
-    def invalid(raw: dict[str, Any], error: str) -> None:
-        log.error("invalid monitor in the settings", monitor=raw, error=error)
-
-    return settings_monitors(settings, on_invalid=invalid)
-
-
-def sync_monitors(celery_app: Celery, rt: Runtime) -> list[str]:
-    """Make the stored monitors match the settings' ones (agent-made monitors stay), and give
-    every stored monitor its beat entry. Idempotent; returns the settings' monitor names."""
-    store = MonitorStore(rt.redis, rt.keys)
-    wanted = {m.name: m for m in monitors_from_settings(rt.settings)}
-    for old in store.all():
-        if old.origin == "settings" and old.name not in wanted:
-            store.delete(old.name)
-            unschedule_monitor(celery_app, old.name)
-    for monitor in wanted.values():
-        current = store.get(monitor.name)
-        if current is not None and current.origin != "settings":
-            log.error(
-                "a monitor of the settings has the name of one the agent made; skipped",
-                monitor=monitor.name,
-            )
-            continue
-        if current is None or current.model_dump(exclude={"created_at"}) != monitor.model_dump(
-            exclude={"created_at"}
-        ):
-            store.save(monitor, replace=True)
-    for monitor in store.all():
-        if monitor.name in wanted or not is_scheduled(celery_app, monitor.name):
-            schedule_monitor(celery_app, monitor)
-    return sorted(wanted)
-
-
-@beat_init.connect
-def _sync_at_beat_start(sender: Any = None, **kwargs: Any) -> None:
-    """Runs in the beat process once it holds redbeat's lock (redbeat's handler runs first)."""
-    try:
-        beat_app = sender.app
-        names = sync_monitors(beat_app, beat_app.runtime)
-    except Exception as exc:  # beat must keep running its other entries
-        log.exception("could not sync the monitors", error=str(exc))
-        return
-    log.info("monitors synced", from_settings=names)
+__all__ = ["monitors_from_settings", "run_check", "sync_monitors"]

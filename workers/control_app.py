@@ -9,6 +9,7 @@ from __future__ import annotations
 from voxqueue.celery_config import make_celery
 from voxqueue.settings import get_settings
 from workers.housekeeping.beat_scheduler import beat_config
+from workers.monitor import beat_start  # noqa: F401  (the settings' monitors, synced at beat start)
 
 app = make_celery(get_settings(), "workers")
 app.conf.update(beat_config(get_settings()))
