@@ -303,6 +303,7 @@ def test_one_press_of_talk_brings_the_answer_seen_and_heard(paired, gateway, tmp
     assert browser.evaluate("document.getElementById('talk').textContent") == "Talk"
     assert browser.evaluate("document.getElementById('insecure').hidden") is True  # localhost
     before = counted(browser, "turns")
+    partials = counted(browser, "partialsShown")
     browser.evaluate("document.getElementById('talk').click()", gesture=True)
     assert browser.wait_for("document.getElementById('app').dataset.state === 'listening'", 10)
     # The reply, while it is heard: the page in the middle of a turn.
@@ -317,6 +318,9 @@ def test_one_press_of_talk_brings_the_answer_seen_and_heard(paired, gateway, tmp
     state = data(browser)
     said = text(browser, ".turn .you")[0].lower()
     assert "time" in said, said
+    # The words heard so far were shown while the command was spoken (a partial transcript).
+    assert counted(browser, "partialsShown") > partials, state
+    assert "time" in state["lastPartial"].lower(), state
     tools = text(browser, ".turn .tool")
     assert len(tools) == 1 and tools[0].startswith("get_current_time(") and "UTC" in tools[0]
     reply = text(browser, ".turn .reply")[0]

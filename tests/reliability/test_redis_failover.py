@@ -42,7 +42,7 @@ def failover(plan: Plan, tmp_path, reliability_case) -> None:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("layout", ["per-queue", "default"])
+@pytest.mark.parametrize("layout", ["per-queue", "up", "default"])
 def test_failover_and_back_under_turns(layout, tmp_path, reliability_case):
     plan = Plan(seed=chosen_seed(), layout=layout, sessions=4, turns=20, kills=0,
                 mean_gap_s=2.0, failovers=2)
@@ -51,7 +51,7 @@ def test_failover_and_back_under_turns(layout, tmp_path, reliability_case):
 
 @pytest.mark.crash
 @pytest.mark.timeout(3600)
-@pytest.mark.parametrize("layout", ["per-queue", "default"])
+@pytest.mark.parametrize("layout", ["per-queue", "up", "default"])
 def test_failovers_back_and_forth_long(layout, tmp_path, reliability_case):
     plan = Plan(seed=chosen_seed(), layout=layout, sessions=8, turns=40, kills=0,
                 mean_gap_s=2.0, failovers=5, deadline_s=60.0)

@@ -266,6 +266,10 @@ async function follow(turn, view, capture) {
         if (capture && listening === capture) capture.command.partial(data);
         $("partial").textContent = data.text;
         view?.you(data.text, true);
+        if (data.text) {  // what was heard so far, shown live
+          count("partialsShown", Number(app.dataset.partialsShown ?? 0) + 1);
+          count("lastPartial", data.text);
+        }
       } else if (type === "stt-end") {
         $("partial").textContent = "";
         view?.you(data.text ?? "", false);
