@@ -52,6 +52,10 @@ class ProviderSettings(BaseSettings):
     """How a command streamed while it is spoken reaches OpenAI: on a Realtime transcription
     session as it is captured (committed at each pause), or uploaded whole at its end. Whole
     files (``Client.say``) are always uploaded."""
+    openai_api: Literal["chat", "responses"] = "chat"
+    """Which OpenAI API the agent's model speaks: ``chat`` (Chat Completions, which the
+    OpenAI-compatible servers such as llama.cpp, vLLM and Ollama offer) or ``responses``
+    (OpenAI's Responses API, statelessly: ``store=false``, reasoning items passed back)."""
     llm_model: str = "gpt-4o-mini"
     llm_temperature: float | None = None
     timeout_s: float = Field(default=30.0, validation_alias="VOXQUEUE_PROVIDER_TIMEOUT_S")
