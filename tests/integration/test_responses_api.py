@@ -14,9 +14,9 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.conftest import RedisServer, System, system_env
 from testkit.fakes.responses_wire import decrypted
 from testkit.waiting import tasks_of_turn
+from tests.conftest import RedisServer, System, system_env
 from voxqueue.sessions import Sessions
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ def responses(redis_server: RedisServer, fake_providers: object,
 
 
 @pytest.fixture
-def client(responses: System, fake: object):  # type: ignore[no-untyped-def]
+def client(responses: System, fake: object):
     return responses.client()
 
 

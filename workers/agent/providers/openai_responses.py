@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from voxqueue.settings import Settings
 from workers.agent.messages import Message
@@ -22,6 +22,9 @@ from workers.agent.providers.base import Answer, StreamStopped, ToolCallRequest
 from workers.agent.providers.openai_chat import stream_with_retry
 from workers.runtime.openai_client import make_openai, provider_error
 from workers.runtime.retry import ProviderError
+
+if TYPE_CHECKING:
+    from openai.types.responses import ResponseInputParam, ToolParam
 
 #: Stream errors that say the same request may succeed later.
 _RETRYABLE_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded"})
@@ -42,21 +45,22 @@ class OpenAIResponses:
 
     def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                 deadline: float, on_text: Callable[[str], None]) -> Answer:
+        from openai import omit
+
         s = self.settings
-        extra: dict[str, Any] = {}
-        if tools:
-            extra["tools"] = to_tools(tools)
-        if s.providers.llm_temperature is not None:
-            extra["temperature"] = s.providers.llm_temperature
+        temperature = s.providers.llm_temperature
         timeout = max(1.0, min(s.providers.timeout_s, deadline - time.time()))
         started = time.perf_counter()
         answer = Answer()
         folded = _Fold(answer, on_text)
         try:
             stream = self.client.responses.create(
-                model=s.providers.llm_model, input=to_input(messages),  # type: ignore[arg-type]
+                model=s.providers.llm_model,
+                input=cast("ResponseInputParam", to_input(messages)),
+                tools=cast("list[ToolParam]", to_tools(tools)) if tools else omit,
+                temperature=omit if temperature is None else temperature,
                 stream=True, store=False, include=["reasoning.encrypted_content"],
-                timeout=timeout, **extra)
+                timeout=timeout)
             with stream:
                 for event in stream:
                     if answer.ttfb_ms is None:
