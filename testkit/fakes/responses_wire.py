@@ -3,7 +3,8 @@ chat messages (so ``script_chat`` scripts answer through either API), and a scri
 written as the typed SSE events OpenAI streams, in its order.
 
 An answer's output items come in the order a model emits them: a reasoning item (when the
-script has ``reasoning``: its summary text; the item carries ``encrypted_content``), the
+script has ``reasoning``: its summary text; the item carries ``encrypted_content`` when the
+request's ``include`` asks for it), the
 message (``content``), then one ``function_call`` item per scripted tool call.
 """
 
@@ -54,10 +55,17 @@ def chat_view(body: Json) -> list[Json]:
     return out
 
 
+#: Models the fake knows do not reason: OpenAI refuses encrypted reasoning for them.
+NOT_REASONING = ("gpt-4o", "gpt-4.1", "gpt-3.5", "gpt-5-chat")
+ENCRYPTED = "reasoning.encrypted_content"
+
+
 def invalid(body: Json) -> str | None:
     """Why the API would refuse this request body (400), or None."""
     if not body.get("model") or not isinstance(body.get("input"), (str, list)):
         return "'model' and 'input' are required."
+    if ENCRYPTED in (body.get("include") or []) and str(body["model"]).startswith(NOT_REASONING):
+        return "Encrypted content is not supported with this model."
     for item in body["input"] if isinstance(body["input"], list) else []:
         kind = item.get("type", "message") if isinstance(item, dict) else None
         if kind not in ("message", "function_call", "function_call_output", "reasoning"):
@@ -126,8 +134,11 @@ def answer_stream(body: Json, content: str | None, calls: list[Json], words: lis
         rs: Json = {"id": f"rs_{uuid.uuid4().hex}", "type": "reasoning", "summary": []}
         index = item_added(rs)
         summary = [{"type": "summary_text", "text": reasoning}] if reasoning else []
-        item_done(index, {**rs, "summary": summary, "encrypted_content": encrypted(reasoning)},
-                  paced=True)  # the reasoning tokens come before anything is said
+        if ENCRYPTED in (body.get("include") or []):
+            rs_done = {**rs, "summary": summary, "encrypted_content": encrypted(reasoning)}
+        else:
+            rs_done = {**rs, "summary": summary}
+        item_done(index, rs_done, paced=True)  # its tokens come before anything is said
     if content:
         msg_id = f"msg_{uuid.uuid4().hex}"
         msg: Json = {"id": msg_id, "type": "message", "status": "in_progress",

@@ -1,7 +1,8 @@
 """The agent loop through OpenAI's Responses API (``VOXQUEUE_OPENAI_API=responses``), on real
 workers against the fake's ``/v1/responses``: a streamed reply, parallel tools answered by
 ``call_id``, bad arguments, Retry-After, cancel mid-stream, reasoning items passed back, and a
-session switching API between turns.
+session switching API between turns, and an agent killed after storing an answer with
+reasoning.
 
 Runs its own System on Redis DB 6 (agent, tools, tts).
 """
@@ -29,8 +30,10 @@ def responses(redis_server: RedisServer, fake_providers: object,
               tmp_path_factory: pytest.TempPathFactory) -> Iterator[System]:
     url = redis_server.url.rsplit("/", 1)[0] + "/6"
     redis.Redis.from_url(url).flushdb()
-    system = System(system_env(url, fake_providers, VOXQUEUE_OPENAI_API="responses"),
-                    tmp_path_factory.mktemp("responses-logs"), beat=False)
+    env = system_env(url, fake_providers, VOXQUEUE_OPENAI_API="responses",
+                     VOXQUEUE_LLM_MODEL="o4-mini",  # a reasoning model
+                     VOXQUEUE_CRASH_AT="plan")  # only a session with a crash plan is killed
+    system = System(env, tmp_path_factory.mktemp("responses-logs"), beat=False)
     system.start(QUEUES)
     yield system
     system.stop()
@@ -192,3 +195,32 @@ def test_a_session_switches_api_between_turns(responses, client, fake):
     assert kinds[start:start + 3] == ["reasoning", "function_call", "function_call_output"]
     assert {"role": "assistant", "content": "Still five."} in items  # the chat turn's reply
     assert items[-1] == {"role": "user", "content": "once more"}
+
+
+def test_an_agent_killed_after_storing_a_reasoning_answer_passes_the_reasoning_on(
+        responses, client, fake):
+    """The stored answer keeps its reasoning items: the step delivered again after its worker
+    died does not ask the model again, and the next step still gets them."""
+    fake.script_chat(
+        {"match": "crash", "reasoning": "Add two and two.",
+         "tool_calls": [{"id": "call_crash", "name": "add_numbers",
+                         "arguments": {"a": 2, "b": 2}}]},
+        {"after_tool": True, "content": "Four."})
+    session = "resp-crash"
+    client.redis.set(client.keys.crash_plan(session), "agent.after-answer", ex=600)
+    turn = client.ask("crash and add", session=session, speak=False)
+    give_up = time.time() + 30
+    while client.redis.get(client.keys.crash_fired(turn.turn_id)) is None:
+        assert time.time() < give_up, "the crash point was never reached"
+        time.sleep(0.1)
+    agent = next(p for p in responses.sup.procs if p.name == "worker-agent")
+    agent.popen.wait(10)
+    responses.restart_dead()  # as voxqueue up would; the lease hands the step back to it
+    result = turn.wait(timeout=60)
+    assert result.status == "ok", result.error
+    assert result.reply == "Four."
+    asked = fake.responses_requests()
+    assert len(asked) == 2  # the stored answer was replayed, not asked for again
+    kinds = [i.get("type", i.get("role")) for i in asked[1]["input"]]
+    assert kinds[-3:] == ["reasoning", "function_call", "function_call_output"], kinds
+    assert decrypted(asked[1]["input"][-3]["encrypted_content"]) == "Add two and two."

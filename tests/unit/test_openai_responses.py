@@ -51,10 +51,11 @@ def fake() -> Iterator[FakeProviders]:
         yield server
 
 
-def settings(fake: FakeProviders, api: Literal["chat", "responses"] = "responses") -> Settings:
+def settings(fake: FakeProviders, api: Literal["chat", "responses"] = "responses",
+             model: str = "o4-mini") -> Settings:
     return Settings(providers=ProviderSettings(
         openai_api_key=SecretStr("sk-test"), openai_base_url=fake.openai_base_url,
-        openai_api=api, backoff_s=0.01, prefer_local=False))
+        openai_api=api, llm_model=model, backoff_s=0.01, prefer_local=False))
 
 
 def test_the_history_becomes_input_items_with_calls_outputs_and_reasoning():
@@ -181,3 +182,36 @@ def test_the_setting_picks_the_api_and_the_doctor_names_it(fake):
     assert "OpenAI Responses API" in llm
     llm = {c.name: c.detail for c in check_providers(settings(fake, "chat"))}["llm provider"]
     assert "OpenAI Chat Completions API" in llm
+
+
+def test_encrypted_reasoning_is_asked_of_reasoning_models_only(fake):
+    """OpenAI refuses ``include=["reasoning.encrypted_content"]`` for a model that does not
+    reason (the fake too, for the models it knows): asked for o-series and gpt-5 models."""
+    asks = {name: settings(fake, model=name).providers.wants_encrypted_reasoning()
+            for name in ("o4-mini", "o3", "gpt-5", "gpt-5-mini", "gpt-5-chat-latest",
+                         "gpt-4o-mini", "gpt-4.1", "llama3.2", "openai/o3")}
+    assert asks == {"o4-mini": True, "o3": True, "gpt-5": True, "gpt-5-mini": True,
+                    "gpt-5-chat-latest": False, "gpt-4o-mini": False, "gpt-4.1": False,
+                    "llama3.2": False, "openai/o3": True}
+    fake.script_chat({"content": "Hi.", "repeat": True})
+    for name in ("gpt-4o-mini", "o4-mini"):
+        answer = OpenAIResponses(settings(fake, model=name)).complete(
+            HISTORY[:2], [], deadline=time.time() + 10)
+        assert answer.text == "Hi."
+    plain, reasoning = fake.responses_requests()
+    assert "include" not in plain
+    assert reasoning["include"] == ["reasoning.encrypted_content"]
+    forced = settings(fake, model="gpt-4o-mini")
+    forced.providers.openai_encrypted_reasoning = "on"
+    with pytest.raises(ProviderError, match="HTTP 400"):  # as OpenAI answers it
+        OpenAIResponses(forced).complete(HISTORY[:2], [], deadline=time.time() + 10)
+
+
+def test_a_reasoning_item_without_encrypted_content_is_not_kept(fake):
+    """With store=false the API cannot look a reasoning item up by id: one that came without
+    its encrypted content is not passed back."""
+    fake.script_chat({"reasoning": "Hm.", "tool_calls": [{"name": "add_numbers"}]})
+    forced = settings(fake, model="o4-mini")
+    forced.providers.openai_encrypted_reasoning = "off"
+    answer = OpenAIResponses(forced).complete(HISTORY[:2], [ADD], deadline=time.time() + 10)
+    assert answer.tool_calls and answer.reasoning == []

@@ -1,7 +1,7 @@
 """OpenAI's Responses API through the official SDK (``client.responses.create``), streamed,
-stateless: the history is ours (``store=false``, no ``previous_response_id``), and the model's
-reasoning items come back encrypted (``include=["reasoning.encrypted_content"]``) to be passed
-back on the next step.
+stateless: the history is ours (``store=false``, no ``previous_response_id``), and a reasoning
+model's reasoning items come back encrypted (``include=["reasoning.encrypted_content"]``,
+refused for other models: ``wants_encrypted_reasoning``) to be passed back on the next step.
 
 The session history stays in the chat-completions shape; ``to_input`` turns it into the
 Responses input items (an assistant's ``tool_calls`` become ``function_call`` items, ``tool``
@@ -59,8 +59,9 @@ class OpenAIResponses:
                 input=cast("ResponseInputParam", to_input(messages)),
                 tools=cast("list[ToolParam]", to_tools(tools)) if tools else omit,
                 temperature=omit if temperature is None else temperature,
-                stream=True, store=False, include=["reasoning.encrypted_content"],
-                timeout=timeout)
+                include=(["reasoning.encrypted_content"]
+                         if s.providers.wants_encrypted_reasoning() else omit),
+                stream=True, store=False, timeout=timeout)
             with stream:
                 for event in stream:
                     if answer.ttfb_ms is None:
@@ -108,7 +109,9 @@ class _Fold:
             if item.type == "function_call":
                 self._calls[event.output_index] = {
                     "id": item.call_id, "name": item.name, "arguments": item.arguments}
-            elif item.type == "reasoning":
+            elif item.type == "reasoning" and item.encrypted_content:
+                # Without its encrypted content a reasoning item cannot be passed back: with
+                # store=false the API keeps nothing to look its id up in.
                 self._reasoning[event.output_index] = reasoning_input(
                     item.model_dump(exclude_none=True))
         elif kind in ("response.completed", "response.incomplete"):
