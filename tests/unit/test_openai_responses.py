@@ -154,7 +154,8 @@ def test_a_stream_cut_before_any_text_is_retried_and_after_text_is_not(fake):
     fake.inject("responses", cut_after_chunks=2)  # before the first delta
     fake.script_chat({"content": "Hello there.", "repeat": True})
     assert model.complete(HISTORY[:2], [], deadline=time.time() + 10).text == "Hello there."
-    assert [r["status"] for r in fake.requests_for("responses")] == ["aborted", 200]
+    cuts = [r.get("fault", {}).get("cut_after_chunks") for r in fake.requests_for("responses")]
+    assert cuts == [2, None]  # cut, then answered whole
     fake.reset()
     fake.inject("responses", cut_after_chunks=6)  # after "Hello"
     fake.script_chat({"content": "Hello there friend."})
@@ -215,3 +216,41 @@ def test_a_reasoning_item_without_encrypted_content_is_not_kept(fake):
     forced.providers.openai_encrypted_reasoning = "off"
     answer = OpenAIResponses(forced).complete(HISTORY[:2], [ADD], deadline=time.time() + 10)
     assert answer.tool_calls and answer.reasoning == []
+
+
+def test_the_sdks_typed_stream_reads_the_fake(fake):
+    """``client.responses.create(stream=True)``, the SDK's typed path, parses the fake's
+    stream into its own event classes, the finished response included."""
+    import openai
+
+    fake.script_chat({"reasoning": "Hm.", "content": "Hi there.",
+                      "tool_calls": [{"id": "c1", "name": "add_numbers", "arguments": {"a": 1}}]})
+    client = openai.OpenAI(api_key="sk-test", base_url=fake.openai_base_url, max_retries=0)
+    with client.responses.create(model="o4-mini", input="hi", stream=True, store=False,
+                                 include=["reasoning.encrypted_content"]) as stream:
+        events = list(stream)
+    assert type(events[0]).__name__ == "ResponseCreatedEvent"
+    text = "".join(e.delta for e in events if e.type == "response.output_text.delta")
+    assert text == "Hi there."
+    done = events[-1]
+    assert done.type == "response.completed" and done.response.usage is not None
+    assert [i.type for i in done.response.output] == ["reasoning", "message", "function_call"]
+    assert done.response.output[2].call_id == "c1"  # type: ignore[union-attr]
+    assert done.response.output_text == "Hi there."
+    client.close()
+
+
+@pytest.mark.parametrize(("event", "retryable"), [
+    ({"type": "error", "code": "server_error", "message": "boom", "sequence_number": 3}, True),
+    ({"type": "response.failed", "sequence_number": 3, "response": {
+        "error": {"code": "invalid_prompt", "message": "no"}}}, False),
+    ({"type": "response.output_text.delta", "sequence_number": 3}, False),  # no delta
+    (["not", "an", "event"], False),
+])
+def test_a_failed_or_malformed_event_is_a_provider_error(event, retryable):
+    from workers.agent.providers.base import Answer
+    from workers.agent.providers.openai_responses import _Fold
+
+    with pytest.raises(ProviderError) as caught:
+        _Fold(Answer(), lambda _t: None).apply(event)
+    assert caught.value.retryable is retryable
