@@ -52,6 +52,15 @@ class ProviderSettings(BaseSettings):
     """How a command streamed while it is spoken reaches OpenAI: on a Realtime transcription
     session as it is captured (committed at each pause), or uploaded whole at its end. Whole
     files (``Client.say``) are always uploaded."""
+    openai_api: Literal["chat", "responses"] = "chat"
+    """Which OpenAI API the agent's model speaks: ``chat`` (Chat Completions, which the
+    OpenAI-compatible servers such as llama.cpp, vLLM and Ollama offer) or ``responses``
+    (OpenAI's Responses API, statelessly: ``store=false``, reasoning items passed back)."""
+    openai_encrypted_reasoning: Literal["auto", "on", "off"] = "auto"
+    """With the Responses API, ask for the model's reasoning items in encrypted form (to pass
+    them back): OpenAI refuses it for a model that does not reason. ``auto``: for the
+    reasoning models' names (``o1``, ``o3``, ``o4-mini``…, ``gpt-5``… but not
+    ``gpt-5-chat``)."""
     llm_model: str = "gpt-4o-mini"
     llm_temperature: float | None = None
     timeout_s: float = Field(default=30.0, validation_alias="VOXQUEUE_PROVIDER_TIMEOUT_S")
@@ -136,6 +145,15 @@ class ProviderSettings(BaseSettings):
         tts = self.tts if self.tts != "auto" else (
             "elevenlabs" if self.elevenlabs_api_key else "piper")
         return {"stt": stt, "llm": llm, "tts": tts}
+
+    def wants_encrypted_reasoning(self) -> bool:
+        """Whether a Responses request asks for encrypted reasoning items (see
+        ``openai_encrypted_reasoning``)."""
+        if self.openai_encrypted_reasoning != "auto":
+            return self.openai_encrypted_reasoning == "on"
+        model = self.llm_model.lower().rsplit("/", 1)[-1]
+        reasoning = (model[:1] == "o" and model[1:2].isdigit()) or model.startswith("gpt-5")
+        return reasoning and not model.startswith("gpt-5-chat")
 
     def require_openai_key(self, what: str) -> str:
         if self.openai_api_key is None or not self.openai_api_key.get_secret_value():

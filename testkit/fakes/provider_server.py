@@ -1,5 +1,8 @@
 """A fake OpenAI + ElevenLabs HTTP server for tests and benchmarks.
 
+OpenAI's chat completions and its Responses API (``testkit.fakes.responses_wire``) answer the
+same ``script_chat`` scripts.
+
 The official SDKs work against it (``openai.OpenAI(base_url=fake.openai_base_url)``,
 ``elevenlabs.ElevenLabs(base_url=fake.elevenlabs_base_url)``). All state lives in the
 server, so workers in other processes see the same scripts; the object API is mirrored by
@@ -19,12 +22,13 @@ The Realtime transcription WebSocket (``/v1/realtime``) is in ``testkit.fakes.re
 text-to-speech input stream (``/v1/text-to-speech/{voice}/stream-input``) in
 ``testkit.fakes.tts_input_ws``.
 
-Faults (``inject(route, **fault)``, route "chat" | "transcriptions" | "tts" | "tts-input" |
-"realtime"), a FIFO
+Faults (``inject(route, **fault)``, route "chat" | "responses" | "transcriptions" | "tts" |
+"tts-input" | "realtime"), a FIFO
 per route, one consumed per authenticated, well-formed request; ``times=N`` keeps it for N:
 ``delay=s`` sleeps first; ``reset=True`` drops the connection without a response;
 ``status=429|500|503`` (+ ``headers={"retry-after-ms": "200"}``, ``message``) answers an
-error; ``cut_after_chunks=N`` drops a streamed chat / TTS answer after N chunks;
+error; ``cut_after_chunks=N`` drops a streamed chat / Responses / TTS answer after N chunks
+(events);
 ``malformed_after_chunks=N`` puts a well-framed but malformed chunk after N chat chunks.
 
 Answers that differ per call: a scripted chat response with ``variants`` (a list of contents)
@@ -69,11 +73,12 @@ from typing import Any
 import numpy as np
 from aiohttp import web
 
+from testkit.fakes import responses_wire
 from testkit.fakes.realtime_ws import realtime_route
 from testkit.fakes.threads import serve_in_thread
 from testkit.fakes.tts_input_ws import stream_input_route
 
-ROUTES = ("chat", "transcriptions", "tts", "tts-input", "realtime")
+ROUTES = ("chat", "responses", "transcriptions", "tts", "tts-input", "realtime")
 PROFILE_KEYS = ("stt_delay_s", "llm_ttft_s", "llm_tokens_per_s", "tts_ttfb_s", "tts_rtf")
 FAULT_KEYS = {
     "status", "headers", "times", "reset", "delay", "cut_after_chunks", "malformed_after_chunks",
@@ -179,6 +184,10 @@ class _Queries:
         """The JSON bodies of the chat-completion requests, in arrival order."""
         return [r["json"] for r in self.requests_for("chat")]
 
+    def responses_requests(self) -> list[Json]:
+        """The JSON bodies of the Responses API requests, in arrival order."""
+        return [r["json"] for r in self.requests_for("responses")]
+
     def wait_for_requests(self, route: str, count: int, timeout: float = 10.0) -> list[Json]:
         """Block until ``count`` requests hit ``route``; return them (TimeoutError otherwise)."""
         deadline = time.monotonic() + timeout
@@ -235,7 +244,8 @@ class FakeProviders(_Queries):
 
     def script_chat(self, *responses: Json) -> None:
         """Queue chat responses: {"content"?, "variants"?, "tool_calls"?, "match"?, "after_tool"?,
-        "repeat"?}; ``variants``: the contents of successive answers, in turn."""
+        "repeat"?, "reasoning"?}; ``variants``: the contents of successive answers, in turn;
+        ``reasoning``: a reasoning item's summary (the Responses API only)."""
         for resp in responses:
             if not isinstance(resp, dict) or not (
                     "content" in resp or "tool_calls" in resp or resp.get("variants")):
@@ -350,6 +360,7 @@ class FakeProviders(_Queries):
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/audio/transcriptions", self._provider("transcriptions", self._stt))
         app.router.add_post("/v1/chat/completions", self._provider("chat", self._chat_route))
+        app.router.add_post("/v1/responses", self._provider("responses", self._responses_route))
         app.router.add_get("/v1/realtime", realtime_route(self))
         app.router.add_get("/v1/text-to-speech/{voice_id}/stream-input", stream_input_route(self))
         app.router.add_post("/v1/text-to-speech/{voice_id}", self._provider("tts", self._tts))
@@ -492,6 +503,8 @@ class FakeProviders(_Queries):
             return {"json": body, "invalid": (400, "Request body must be a JSON object.")}
         if route == "chat" and not (body.get("model") and isinstance(body.get("messages"), list)):
             return {"json": body, "invalid": (400, "'model' and 'messages' are required.")}
+        if route == "responses" and (why := responses_wire.invalid(body)):
+            return {"json": body, "invalid": (400, why)}
         if route == "tts":
             if request.query.get("output_format") not in PCM_RATES:
                 msg = f"output_format must be one of {sorted(PCM_RATES)} (the fake speaks PCM only)"
@@ -626,6 +639,34 @@ class FakeProviders(_Queries):
         cut = record.get("fault", {}).get("cut_after_chunks")
         await self._paced_write(request, resp, data, gaps, cut, record)
         await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def _responses_route(self, request: web.Request, record: Json) -> web.StreamResponse:
+        """``POST /v1/responses``: the next ``script_chat`` answer (its ``reasoning``, a summary
+        text, becomes a reasoning item), streamed as OpenAI's typed events
+        (``testkit.fakes.responses_wire``) or, unstreamed, as the finished response."""
+        body: Json = record["json"]
+        scripted = self._pick_chat(responses_wire.chat_view(body))
+        content: str | None = scripted.get("content")
+        calls = [_tool_call(c) for c in scripted.get("tool_calls", [])]
+        args = [c["function"]["arguments"] for c in calls]
+        stream = responses_wire.answer_stream(
+            body, content, calls, streamed_words(content or ""),
+            [[a[i : i + ARG_FRAGMENT] for i in range(0, len(a), ARG_FRAGMENT)] for a in args],
+            scripted.get("reasoning"))
+        prof = self.profile
+        tps = prof["llm_tokens_per_s"]
+        token = 1.0 / tps if tps > 0 else 0.0
+        if not body.get("stream"):
+            await asyncio.sleep(prof["llm_ttft_s"] + token * sum(stream.paced))
+            return web.json_response(stream.response)
+        await asyncio.sleep(prof["llm_ttft_s"])
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        gaps = [token if paced else 0.0 for paced in stream.paced]
+        cut = record.get("fault", {}).get("cut_after_chunks")
+        await self._paced_write(request, resp, stream.frames(), gaps, cut, record)
         await resp.write_eof()
         return resp
 

@@ -194,7 +194,7 @@ BEFORE: dict[str, str] = {
 }
 
 #: Variables added since the split, with where each lands (Redis Sentinel, #46; Whisper's
-#: window and pause, #48; the browser page's address, #47).
+#: window and pause, #48; the browser page's address, #47; the Responses API, #49).
 ADDED: dict[str, str] = {
     "VOXQUEUE_REDIS_MASTER": "redis.master",
     "VOXQUEUE_REDIS_SENTINEL_PASSWORD": "redis.sentinel_password",
@@ -203,6 +203,8 @@ ADDED: dict[str, str] = {
     "VOXQUEUE_STT_DECODE_PAUSE_S": "providers.stt_decode_pause_s",
     "VOXQUEUE_WHISPER_FIT_WINDOW": "providers.whisper_fit_window",
     "VOXQUEUE_GATEWAY_PUBLIC_URL": "gateway.public_url",
+    "VOXQUEUE_OPENAI_API": "providers.openai_api",
+    "VOXQUEUE_OPENAI_ENCRYPTED_REASONING": "providers.openai_encrypted_reasoning",
 }
 NAMES = BEFORE | ADDED
 

@@ -173,8 +173,14 @@ def check_providers(settings: Settings) -> list[Check]:
                 "" if present else " not installed"),
                 "" if present else 'pip install "voxqueue[offline]"'))
         elif not any(c.name == f"{stage} provider" for c in out):
-            out.append(Check(f"{stage} provider", True, "cloud (key set)"))
+            out.append(Check(f"{stage} provider", True, "cloud (key set)" + (
+                f", {OPENAI_APIS[settings.providers.openai_api]} (VOXQUEUE_OPENAI_API)"
+                if stage == "llm" and chosen["llm"] == "openai" else "")))
     return out
+
+
+#: How the doctor names each ``VOXQUEUE_OPENAI_API``.
+OPENAI_APIS = {"chat": "OpenAI Chat Completions API", "responses": "OpenAI Responses API"}
 
 
 def stt_check(settings: Settings) -> Check:

@@ -51,7 +51,8 @@ def run_step(stage: Stage, job: AgentStep, opened: Opened, reply_chars: int = 0)
         return
     if answer.tool_calls:
         history.extend_in(stage.once(f"history-{step}"), [msg.assistant_tool_calls(
-            [c.as_dict() for c in answer.tool_calls], answer.text or None)]).run()
+            [c.as_dict() for c in answer.tool_calls], answer.text or None,
+            answer.reasoning)]).run()
         stage.crash_point("agent.after-history")
         _dispatch_tools(stage, step, answer.tool_calls)
         return
@@ -88,7 +89,8 @@ def _answer(stage: Stage, step: int, history: History, opened: Opened,
             speaker.flush()
         text = speaker.said(answer.text)
         record = {"text": text, "calls": [c.as_dict() for c in answer.tool_calls],
-                  "sentences": speaker.sentences, "reply_chars": reply_chars + speaker.chars}
+                  "sentences": speaker.sentences, "reply_chars": reply_chars + speaker.chars,
+                  **({"reasoning": answer.reasoning} if answer.reasoning else {})}
         stage.crash_point("agent.before-answer")
         answered = stage.once_with_event(field, "llm-end", {
             "step": step, "ms": round((time.perf_counter() - started) * 1000, 2),
@@ -127,7 +129,8 @@ def _replay(stage: Stage, step: int, record: dict[str, Any]) -> Answer:
     """A stored answer; its sentences are sent again only where no earlier attempt sent them."""
     Speaker(stage, step).resend(record.get("sentences", []))
     return Answer(text=record.get("text", ""),
-                  tool_calls=[ToolCallRequest(**c) for c in record.get("calls", [])])
+                  tool_calls=[ToolCallRequest(**c) for c in record.get("calls", [])],
+                  reasoning=record.get("reasoning", []))
 
 
 def _give_up(stage: Stage, code: ErrorCode, message: str, say: str | None = None) -> None:

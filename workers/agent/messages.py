@@ -8,7 +8,8 @@ from voxqueue.contracts import ToolOutcome
 
 Message = dict[str, Any]
 
-#: The keys of a chat message the OpenAI API accepts; ours (``say``) are dropped before a call.
+#: The keys of a chat message the OpenAI API accepts; ours (``say``, ``reasoning``) are dropped
+#: before a call.
 _WIRE_KEYS = frozenset({"role", "content", "name", "tool_calls", "tool_call_id", "refusal"})
 
 
@@ -24,9 +25,13 @@ def assistant(text: str) -> Message:
     return {"role": "assistant", "content": text}
 
 
-def assistant_tool_calls(calls: list[dict[str, str]], text: str | None = None) -> Message:
-    """The assistant's request for tools: ``calls`` are ``{id, name, arguments}``."""
+def assistant_tool_calls(calls: list[dict[str, str]], text: str | None = None,
+                         reasoning: list[dict[str, Any]] | None = None) -> Message:
+    """The assistant's request for tools: ``calls`` are ``{id, name, arguments}``;
+    ``reasoning``, the Responses API's reasoning items that led to them, is kept beside them
+    (passed back by that API's provider, never sent to Chat Completions)."""
     return {
+        **({"reasoning": reasoning} if reasoning else {}),
         "role": "assistant",
         "content": text or None,
         "tool_calls": [

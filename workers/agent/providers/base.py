@@ -32,6 +32,9 @@ class Answer:
     usage: dict[str, Any] = field(default_factory=dict)
     ttfb_ms: float | None = None
     finish_reason: str | None = None
+    reasoning: list[dict[str, Any]] = field(default_factory=list)
+    """The model's reasoning items (the Responses API's, encrypted content included), kept
+    with the answer's tool calls in the history and passed back on the next step."""
 
 
 class ChatModel(Protocol):

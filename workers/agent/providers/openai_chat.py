@@ -28,26 +28,9 @@ class OpenAIChat:
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                  deadline: float, on_text: Callable[[str], None] | None = None) -> Answer:
-        s = self.settings
-        emitted = False
-
-        def forward(text: str) -> None:
-            nonlocal emitted
-            emitted = True
-            if on_text is not None:
-                on_text(text)
-
-        def attempt() -> Answer:
-            try:
-                return self._stream(messages, tools, deadline, forward)
-            except ProviderError as exc:
-                if emitted:  # text already went out: a retry would say it twice
-                    exc.retryable = False
-                raise
-
-        return call_with_retry(attempt, attempts=s.providers.max_attempts,
-                               base_s=s.providers.backoff_s, cap_s=s.providers.backoff_max_s,
-                               deadline=deadline)
+        return stream_with_retry(
+            self.settings, deadline, on_text,
+            lambda forward: self._stream(messages, tools, deadline, forward))
 
     def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                 deadline: float, on_text: Callable[[str], None]) -> Answer:
@@ -88,6 +71,31 @@ class OpenAIChat:
             for i, c in sorted(calls.items())
         ]
         return answer
+
+
+def stream_with_retry(settings: Settings, deadline: float, on_text: Callable[[str], None] | None,
+                      stream: Callable[[Callable[[str], None]], Answer]) -> Answer:
+    """One streamed model call (``stream(forward)``) with our retries and deadline; once any
+    text went out through ``forward`` a failure is final (a retry would say it twice)."""
+    p = settings.providers
+    emitted = False
+
+    def forward(text: str) -> None:
+        nonlocal emitted
+        emitted = True
+        if on_text is not None:
+            on_text(text)
+
+    def attempt() -> Answer:
+        try:
+            return stream(forward)
+        except ProviderError as exc:
+            if emitted:
+                exc.retryable = False
+            raise
+
+    return call_with_retry(attempt, attempts=p.max_attempts, base_s=p.backoff_s,
+                           cap_s=p.backoff_max_s, deadline=deadline)
 
 
 def _apply_chunk(chunk: Any, answer: Answer, text: list[str], calls: dict[int, dict[str, str]],
