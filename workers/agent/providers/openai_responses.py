@@ -13,36 +13,20 @@ never sends that key (``messages.for_model``), so a session can switch API betwe
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-from voxqueue.settings import Settings
 from workers.agent.messages import Message
-from workers.agent.providers.base import Answer, StreamStopped, ToolCallRequest
-from workers.agent.providers.openai_chat import stream_with_retry
-from workers.runtime.openai_client import make_openai, provider_error
+from workers.agent.providers.base import Answer, ToolCallRequest
+from workers.agent.providers.openai_streamed import OpenAIStreamed
 from workers.runtime.retry import ProviderError
 
 #: Stream errors that say the same request may succeed later.
 _RETRYABLE_CODES = frozenset({"server_error", "rate_limit_exceeded", "server_is_overloaded"})
 
 
-class OpenAIResponses:
+class OpenAIResponses(OpenAIStreamed):
     name = "openai-responses"
-
-    def __init__(self, settings: Settings) -> None:
-        import openai
-
-        self.settings = settings
-        self.client = make_openai(settings, "LLM (OpenAI)")
-        self._events = openai.Stream[object]  # the SDK's SSE stream, events left as JSON
-
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
-                 deadline: float, on_text: Callable[[str], None] | None = None) -> Answer:
-        return stream_with_retry(
-            self.settings, deadline, on_text,
-            lambda forward: self._stream(messages, tools, deadline, forward))
 
     def _stream(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                 deadline: float, on_text: Callable[[str], None]) -> Answer:
@@ -57,26 +41,10 @@ class OpenAIResponses:
             body["include"] = ["reasoning.encrypted_content"]
         if tools:
             body["tools"] = to_tools(tools)
-        if s.providers.llm_temperature is not None:
-            body["temperature"] = s.providers.llm_temperature
-        timeout = max(1.0, min(s.providers.timeout_s, deadline - time.time()))
-        started = time.perf_counter()
         answer = Answer()
         folded = _Fold(answer, on_text)
-        try:
-            # What ``client.responses.create(..., stream=True)`` sends, through the SDK's own
-            # request path (auth, base URL, errors, SSE decoding), with the events left as
-            # JSON: its typed events and request types cost ~7x the CPU per call here.
-            stream = self.client.post("/responses", body=body, cast_to=object, stream=True,
-                                      stream_cls=self._events, options={"timeout": timeout})
-            for event in stream:
-                if answer.ttfb_ms is None:
-                    answer.ttfb_ms = round((time.perf_counter() - started) * 1000, 2)
-                folded.apply(event)
-        except (ProviderError, StreamStopped):
-            raise
-        except Exception as exc:  # SDK errors, including a stream cut mid-answer
-            raise provider_error(exc, "the LLM") from exc
+        # What ``client.responses.create(..., stream=True)`` sends.
+        self._post("/responses", body, deadline, answer, folded.apply)
         if not folded.completed:
             raise ProviderError("the LLM's stream ended before response.completed",
                                 retryable=True)
