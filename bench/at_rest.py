@@ -34,6 +34,9 @@ from pathlib import Path
 
 from testkit import ROOT, free_port, system_env
 from testkit.fakes import spawn
+from voxqueue.up import running
+
+MIB = 1024 * 1024
 
 #: The target of issue #48: the whole set at rest.
 TARGET_RSS_MB = 600.0
@@ -77,13 +80,12 @@ def role_of(pid: int) -> str:
 
 
 def memory_of(pid: int) -> Figures:
-    """RSS, PSS and USS (private clean + dirty) of a process, from ``smaps_rollup``."""
-    fields: dict[str, int] = {}
-    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines()[1:]:
-        name, _, rest = line.partition(":")
-        fields[name] = int(rest.split()[0])  # kB
-    uss = fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)
-    return Figures(fields["Rss"] / 1024, fields["Pss"] / 1024, uss / 1024)
+    """RSS, PSS and USS (private clean + dirty) of a process in MiB, as ``voxqueue doctor``
+    reads them (``voxqueue.up.running.memory_of``: ``smaps_rollup``)."""
+    memory = running.memory_of(pid)
+    if memory is None or memory.pss is None or memory.uss is None:
+        raise OSError(f"/proc/{pid}/smaps_rollup cannot be read")
+    return Figures(memory.rss / MIB, memory.pss / MIB, memory.uss / MIB)
 
 
 def thread_cpu_ns(pid: int) -> dict[int, int]:
